@@ -1,0 +1,731 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/cqlgate/cqlgate/pkg/frame"
+)
+
+// Config says how the proxy reaches Cassandra. The zero value of each
+// duration is replaced by the default named in its comment.
+type Config struct {
+	// ContactPoints are host:port addresses of some nodes; the others are
+	// discovered from system.peers_v2 (or system.peers).
+	ContactPoints []string
+	// AddressMap translates the address a node advertises (host:port) to
+	// the address the proxy dials, for NAT and fault-injection set-ups.
+	AddressMap map[string]string
+	// ConnectionsPerNode is the size of each pool per node (default 2).
+	ConnectionsPerNode int
+	ConnectTimeout     time.Duration // default 5s
+	HeartbeatInterval  time.Duration // default 30s; negative disables
+	ReconnectBaseDelay time.Duration // default 200ms
+	ReconnectMaxDelay  time.Duration // default 30s
+	// MaxFrame is the largest response body accepted (default 256 MiB).
+	MaxFrame int
+	// MaxVersion is the highest protocol version tried (default 5).
+	MaxVersion byte
+	Log        *zap.Logger
+	// OnSchemaChange receives SCHEMA_CHANGE EVENT frames seen on the
+	// control connection; it owns the frame and must not block.
+	OnSchemaChange func(*frame.Buf)
+}
+
+func (cfg *Config) setDefaults() {
+	if cfg.ConnectionsPerNode <= 0 {
+		cfg.ConnectionsPerNode = 2
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 5 * time.Second
+	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = 30 * time.Second
+	}
+	if cfg.ReconnectBaseDelay <= 0 {
+		cfg.ReconnectBaseDelay = 200 * time.Millisecond
+	}
+	if cfg.ReconnectMaxDelay < cfg.ReconnectBaseDelay {
+		cfg.ReconnectMaxDelay = 30 * time.Second
+	}
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = 256 << 20
+	}
+	if cfg.MaxVersion == 0 {
+		cfg.MaxVersion = frame.MaxVersion
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+}
+
+// Node is one Cassandra node.
+type Node struct {
+	Addr           string // host:port the proxy dials (after AddressMap)
+	HostID         [16]byte
+	DataCenter     string
+	Rack           string
+	Tokens         []string
+	ReleaseVersion string
+
+	up atomic.Bool
+}
+
+// Up reports whether the node is believed reachable: it is after a
+// successful connect and stops being so when connecting fails.
+func (n *Node) Up() bool { return n.up.Load() }
+
+func (n *Node) markUp()          { n.up.Store(true) }
+func (n *Node) markDown(_ error) { n.up.Store(false) }
+
+type poolKey struct {
+	version  byte
+	keyspace string
+}
+
+type poolEntry struct {
+	pool  *Pool
+	ready chan struct{}
+	err   error
+}
+
+// Cluster discovers the nodes through a control connection and owns the
+// pools. Its methods are safe for concurrent use.
+type Cluster struct {
+	cfg     Config
+	log     *zap.Logger
+	metrics *metrics
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	nodes   map[string]*Node // by Addr
+	pools   map[poolKey]*poolEntry
+	control *Conn
+	version byte
+	local   Local
+	// supported is the control node's answer to OPTIONS.
+	supported map[string][]string
+	refresh   chan struct{}
+}
+
+// Local describes the cluster as seen from the control node.
+type Local struct {
+	ClusterName    string
+	Partitioner    string
+	ReleaseVersion string
+	DataCenter     string
+	Rack           string
+}
+
+// NewCluster returns a Cluster; nothing is dialled until Connect.
+func NewCluster(cfg Config, reg prometheus.Registerer) (*Cluster, error) {
+	if len(cfg.ContactPoints) == 0 {
+		return nil, errors.New("backend: no contact points")
+	}
+	cfg.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	cl := &Cluster{
+		cfg:     cfg,
+		log:     cfg.Log,
+		ctx:     ctx,
+		cancel:  cancel,
+		nodes:   map[string]*Node{},
+		pools:   map[poolKey]*poolEntry{},
+		refresh: make(chan struct{}, 1),
+	}
+	cl.metrics = newMetrics(cl)
+	if reg != nil {
+		if err := reg.Register(cl.metrics); err != nil {
+			return nil, fmt.Errorf("backend: register metrics: %w", err)
+		}
+	}
+	return cl, nil
+}
+
+// Connect opens the control connection to the first contact point that
+// answers, negotiating the highest protocol version both sides speak, and
+// discovers the nodes. Background upkeep (topology refresh, heartbeats,
+// control reconnection) runs until Close.
+func (cl *Cluster) Connect(ctx context.Context) error {
+	if err := cl.connectControl(ctx, cl.cfg.ContactPoints); err != nil {
+		return err
+	}
+	go cl.upkeep()
+	return nil
+}
+
+// Version returns the protocol version negotiated with the cluster.
+func (cl *Cluster) Version() byte {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.version
+}
+
+// LocalInfo returns what the control node said of the cluster.
+func (cl *Cluster) LocalInfo() Local {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.local
+}
+
+// Supported returns the control node's SUPPORTED options (CQL_VERSION...).
+func (cl *Cluster) Supported() map[string][]string {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.supported
+}
+
+// Nodes returns the known nodes.
+func (cl *Cluster) Nodes() []*Node {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	out := make([]*Node, 0, len(cl.nodes))
+	for _, n := range cl.nodes {
+		out = append(out, n)
+	}
+	return out
+}
+
+// Close closes every pool and the control connection.
+func (cl *Cluster) Close() {
+	cl.cancel()
+	cl.mu.Lock()
+	pools := cl.pools
+	cl.pools = map[poolKey]*poolEntry{}
+	ctrl := cl.control
+	cl.mu.Unlock()
+	for _, e := range pools {
+		<-e.ready
+		if e.pool != nil {
+			e.pool.close()
+		}
+	}
+	if ctrl != nil {
+		ctrl.Close()
+	}
+}
+
+// Pool returns the pool for version and keyspace, creating and connecting it
+// on first use. Creation returns once one connection is up, or with the
+// first error when every node failed (a *ServerError when Cassandra refused,
+// e.g. USE of a keyspace that does not exist). Failed pools are not kept.
+func (cl *Cluster) Pool(ctx context.Context, version byte, keyspace string) (*Pool, error) {
+	key := poolKey{version, keyspace}
+	cl.mu.Lock()
+	e, ok := cl.pools[key]
+	if !ok {
+		e = &poolEntry{ready: make(chan struct{})}
+		cl.pools[key] = e
+		nodes := make([]*Node, 0, len(cl.nodes))
+		for _, n := range cl.nodes {
+			nodes = append(nodes, n)
+		}
+		cl.mu.Unlock()
+		e.pool, e.err = cl.newPool(ctx, version, keyspace, nodes)
+		if e.err != nil {
+			cl.mu.Lock()
+			delete(cl.pools, key)
+			cl.mu.Unlock()
+		}
+		close(e.ready)
+		return e.pool, e.err
+	}
+	cl.mu.Unlock()
+	select {
+	case <-e.ready:
+		return e.pool, e.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (cl *Cluster) newPool(ctx context.Context, version byte, keyspace string, nodes []*Node) (*Pool, error) {
+	p := &Pool{cl: cl, version: version, keyspace: keyspace}
+	empty := []*NodePool{}
+	p.nodes.Store(&empty)
+	results := make(chan error, len(nodes))
+	for _, n := range nodes {
+		p.addNode(n, results)
+	}
+	var firstErr error
+	for range nodes {
+		select {
+		case err := <-results:
+			if err == nil {
+				return p, nil
+			}
+			var se *ServerError
+			if firstErr == nil || errors.As(err, &se) {
+				firstErr = err
+			}
+		case <-ctx.Done():
+			p.close()
+			return nil, ctx.Err()
+		}
+	}
+	p.close()
+	if firstErr == nil {
+		firstErr = errors.New("backend: no nodes known")
+	}
+	return nil, fmt.Errorf("backend: no node accepted a connection (version %d, keyspace %q): %w", version, keyspace, firstErr)
+}
+
+// addNode adds a NodePool for n and starts keeping it connected.
+func (p *Pool) addNode(n *Node, first chan<- error) {
+	np := &NodePool{pool: p, node: n, wake: make(chan struct{}, 1)}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		if first != nil {
+			first <- errors.New("backend: pool closed")
+		}
+		return
+	}
+	next := append(append([]*NodePool{}, *p.nodes.Load()...), np)
+	p.nodes.Store(&next)
+	p.mu.Unlock()
+	go np.maintain(p.cl.ctx, first)
+}
+
+func (p *Pool) removeNode(n *Node) {
+	p.mu.Lock()
+	var next []*NodePool
+	var gone *NodePool
+	for _, np := range *p.nodes.Load() {
+		if np.node == n {
+			gone = np
+			continue
+		}
+		next = append(next, np)
+	}
+	p.nodes.Store(&next)
+	p.mu.Unlock()
+	if gone != nil {
+		gone.close()
+	}
+}
+
+func (p *Pool) close() {
+	p.mu.Lock()
+	p.closed = true
+	nps := *p.nodes.Load()
+	p.mu.Unlock()
+	for _, np := range nps {
+		np.close()
+	}
+}
+
+// connectControl dials candidates in order until one accepts, trying
+// protocol versions from MaxVersion down, then loads the topology.
+func (cl *Cluster) connectControl(ctx context.Context, candidates []string) error {
+	var errs []error
+	for _, addr := range candidates {
+		for v := cl.cfg.MaxVersion; v >= frame.MinVersion; v-- {
+			c, err := Dial(ctx, DialConfig{
+				Addr:     addr,
+				Version:  v,
+				Events:   []string{"TOPOLOGY_CHANGE", "STATUS_CHANGE", "SCHEMA_CHANGE"},
+				OnEvent:  cl.onEvent,
+				Timeout:  cl.cfg.ConnectTimeout,
+				MaxFrame: cl.cfg.MaxFrame,
+			})
+			if err != nil {
+				errs = append(errs, err)
+				var se *ServerError
+				if errors.As(err, &se) && se.Code == frame.ErrCodeProtocol {
+					continue // try an older protocol version
+				}
+				break
+			}
+			c.Start(func(_ *Conn, err error) {
+				if cl.ctx.Err() == nil {
+					cl.log.Warn("control connection lost", zap.String("node", addr), zap.Error(err))
+					cl.requestRefresh()
+				}
+			})
+			cl.mu.Lock()
+			old := cl.control
+			cl.control = c
+			cl.version = v
+			cl.mu.Unlock()
+			if old != nil {
+				old.Close()
+			}
+			if b, err := c.Request(ctx, frame.AppendOptions(nil, v, 0)); err == nil {
+				if m, err := frame.ReadStringMultimap(frame.Body(b.B)); err == nil {
+					cl.mu.Lock()
+					cl.supported = m
+					cl.mu.Unlock()
+				}
+				b.Release()
+			}
+			if err := cl.loadTopology(ctx); err != nil {
+				c.Close()
+				errs = append(errs, err)
+				break
+			}
+			cl.log.Info("control connection ready", zap.String("node", addr), zap.Uint8("protocol_version", v))
+			return nil
+		}
+	}
+	return fmt.Errorf("backend: no contact point accepted a control connection: %w", errors.Join(errs...))
+}
+
+// onEvent runs on the control connection's read loop.
+func (cl *Cluster) onEvent(b *frame.Buf) {
+	typ, err := frame.EventType(frame.Body(b.B))
+	if err != nil {
+		b.Release()
+		return
+	}
+	switch typ {
+	case "SCHEMA_CHANGE":
+		if cl.cfg.OnSchemaChange != nil {
+			cl.cfg.OnSchemaChange(b)
+			return
+		}
+	case "TOPOLOGY_CHANGE", "STATUS_CHANGE":
+		cl.requestRefresh()
+	}
+	b.Release()
+}
+
+func (cl *Cluster) requestRefresh() {
+	select {
+	case cl.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// upkeep refreshes the topology when asked (debounced), reconnects the
+// control connection, and sends heartbeats on idle connections.
+func (cl *Cluster) upkeep() {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-cl.ctx.Done():
+			return
+		case <-cl.refresh:
+			// Events come in bursts when a node restarts; one refresh
+			// after the burst is enough.
+			select {
+			case <-cl.ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			cl.refreshTopology()
+		case now := <-tick.C:
+			cl.heartbeat(now)
+		}
+	}
+}
+
+func (cl *Cluster) refreshTopology() {
+	ctx, cancel := context.WithTimeout(cl.ctx, 2*cl.cfg.ConnectTimeout)
+	defer cancel()
+	cl.mu.Lock()
+	ctrl := cl.control
+	cl.mu.Unlock()
+	if ctrl != nil && ctrl.Err() == nil {
+		if err := cl.loadTopology(ctx); err == nil {
+			return
+		} else {
+			cl.log.Warn("topology refresh failed", zap.Error(err))
+		}
+	}
+	// Reconnect the control connection to any node we know, then the
+	// contact points.
+	var candidates []string
+	for _, n := range cl.Nodes() {
+		candidates = append(candidates, n.Addr)
+	}
+	candidates = append(candidates, cl.cfg.ContactPoints...)
+	if err := cl.connectControl(ctx, candidates); err != nil {
+		cl.log.Warn("control connection reconnect failed", zap.Error(err))
+		go func() {
+			select {
+			case <-cl.ctx.Done():
+			case <-time.After(cl.cfg.ReconnectBaseDelay * 10):
+				cl.requestRefresh()
+			}
+		}()
+	}
+}
+
+// loadTopology reads system.local and system.peers_v2 (system.peers on
+// clusters without it) and reconciles the node set and every pool with it.
+func (cl *Cluster) loadTopology(ctx context.Context) error {
+	cl.mu.Lock()
+	ctrl, v := cl.control, cl.version
+	cl.mu.Unlock()
+	localRows, err := ctrl.query(ctx, v, "SELECT * FROM system.local WHERE key='local'")
+	if err != nil {
+		return fmt.Errorf("read system.local: %w", err)
+	}
+	if len(localRows) != 1 {
+		return fmt.Errorf("read system.local: %d rows", len(localRows))
+	}
+	peerRows, err := ctrl.query(ctx, v, "SELECT * FROM system.peers_v2")
+	v2 := true
+	if err != nil {
+		var se *ServerError
+		if !errors.As(err, &se) {
+			return fmt.Errorf("read system.peers_v2: %w", err)
+		}
+		v2 = false
+		if peerRows, err = ctrl.query(ctx, v, "SELECT * FROM system.peers"); err != nil {
+			return fmt.Errorf("read system.peers: %w", err)
+		}
+	}
+	lr := localRows[0]
+	found := map[string]*Node{}
+	local := cl.nodeFromRow(lr, ctrl.Addr(), true, false)
+	found[local.Addr] = local
+	for _, r := range peerRows {
+		n := cl.nodeFromRow(r, ctrl.Addr(), false, v2)
+		if n != nil {
+			found[n.Addr] = n
+		}
+	}
+
+	cl.mu.Lock()
+	cl.local = Local{
+		ClusterName:    lr.text("cluster_name"),
+		Partitioner:    lr.text("partitioner"),
+		ReleaseVersion: lr.text("release_version"),
+		DataCenter:     lr.text("data_center"),
+		Rack:           lr.text("rack"),
+	}
+	var added, removed []*Node
+	for addr, n := range found {
+		if old, ok := cl.nodes[addr]; ok {
+			old.DataCenter, old.Rack, old.Tokens, old.HostID, old.ReleaseVersion = n.DataCenter, n.Rack, n.Tokens, n.HostID, n.ReleaseVersion
+			continue
+		}
+		cl.nodes[addr] = n
+		added = append(added, n)
+	}
+	for addr, n := range cl.nodes {
+		if _, ok := found[addr]; !ok {
+			delete(cl.nodes, addr)
+			removed = append(removed, n)
+		}
+	}
+	var pools []*Pool
+	for _, e := range cl.pools {
+		select {
+		case <-e.ready:
+			if e.pool != nil {
+				pools = append(pools, e.pool)
+			}
+		default:
+		}
+	}
+	cl.mu.Unlock()
+	for _, n := range added {
+		n.markUp()
+		cl.log.Info("node discovered", zap.String("node", n.Addr), zap.String("dc", n.DataCenter), zap.String("rack", n.Rack))
+		for _, p := range pools {
+			p.addNode(n, nil)
+		}
+	}
+	for _, n := range removed {
+		cl.log.Info("node removed", zap.String("node", n.Addr))
+		for _, p := range pools {
+			p.removeNode(n)
+		}
+	}
+	// A node reported back up should be retried now, not after backoff.
+	for _, p := range pools {
+		for _, np := range *p.nodes.Load() {
+			if np.numConns() < cl.cfg.ConnectionsPerNode {
+				np.kick()
+			}
+		}
+	}
+	return nil
+}
+
+// nodeFromRow builds a Node from a system.local or system.peers(_v2) row.
+func (cl *Cluster) nodeFromRow(r row, ctrlAddr string, isLocal, v2 bool) *Node {
+	_, defPort, _ := net.SplitHostPort(ctrlAddr)
+	var addr string
+	if isLocal {
+		// The control node is reachable where we reached it.
+		addr = ctrlAddr
+	} else {
+		var ip net.IP
+		port := defPort
+		if v2 {
+			ip = r.inet("native_address")
+			if p, ok := r.int("native_port"); ok {
+				port = strconv.Itoa(int(p))
+			}
+		} else {
+			ip = r.inet("rpc_address")
+		}
+		if ip == nil || ip.IsUnspecified() {
+			ip = r.inet("peer")
+		}
+		if ip == nil {
+			return nil
+		}
+		addr = net.JoinHostPort(ip.String(), port)
+		if mapped, ok := cl.cfg.AddressMap[addr]; ok {
+			addr = mapped
+		}
+	}
+	n := &Node{
+		Addr:           addr,
+		DataCenter:     r.text("data_center"),
+		Rack:           r.text("rack"),
+		Tokens:         r.textSet("tokens"),
+		ReleaseVersion: r.text("release_version"),
+	}
+	copy(n.HostID[:], r.bytes("host_id"))
+	return n
+}
+
+// heartbeat sends OPTIONS on connections that have read nothing for a
+// heartbeat interval and closes those whose previous heartbeat went
+// unanswered for as long, so a silently dead node is noticed even while
+// requests are pending on it.
+func (cl *Cluster) heartbeat(now time.Time) {
+	if cl.cfg.HeartbeatInterval < 0 {
+		return
+	}
+	var conns []*Conn
+	cl.mu.Lock()
+	if cl.control != nil {
+		conns = append(conns, cl.control)
+	}
+	var pools []*Pool
+	for _, e := range cl.pools {
+		select {
+		case <-e.ready:
+			if e.pool != nil {
+				pools = append(pools, e.pool)
+			}
+		default:
+		}
+	}
+	cl.mu.Unlock()
+	for _, p := range pools {
+		for _, np := range *p.nodes.Load() {
+			if cs := np.conns.Load(); cs != nil {
+				conns = append(conns, *cs...)
+			}
+		}
+	}
+	for _, c := range conns {
+		idle := c.idleFor(now)
+		if idle < cl.cfg.HeartbeatInterval {
+			continue
+		}
+		if idle >= 2*cl.cfg.HeartbeatInterval && c.heartbeatPending.Load() {
+			cl.log.Warn("heartbeat unanswered, closing connection", zap.String("node", c.Addr()), zap.Duration("idle", idle))
+			c.fail(fmt.Errorf("heartbeat: no answer from %s for %s", c.Addr(), idle.Round(time.Millisecond)))
+			continue
+		}
+		if c.heartbeatPending.CompareAndSwap(false, true) {
+			hb := frame.GetBuf(0)
+			hb.B = frame.AppendOptions(hb.B[:0], c.Version(), 0)
+			if err := c.Send(hb.B, heartbeatHandler{hb}); err != nil {
+				hb.Release()
+				c.heartbeatPending.Store(false)
+			}
+		}
+	}
+}
+
+type heartbeatHandler struct{ req *frame.Buf }
+
+func (h heartbeatHandler) OnResponse(c *Conn, resp *frame.Buf) {
+	resp.Release()
+	h.req.Release()
+	c.heartbeatPending.Store(false)
+}
+
+func (h heartbeatHandler) OnFailure(c *Conn, _ error, _ bool) {
+	h.req.Release()
+	c.heartbeatPending.Store(false)
+}
+
+// metrics is a collector that reads pool state at scrape time, so the hot
+// path pays nothing for per-node gauges.
+type metrics struct {
+	cl       *Cluster
+	connects prometheus.Counter
+	conns    *prometheus.Desc
+	inflight *prometheus.Desc
+	up       *prometheus.Desc
+}
+
+func newMetrics(cl *Cluster) *metrics {
+	return &metrics{
+		cl: cl,
+		connects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cqlgate_backend_connects_total",
+			Help: "Backend connections opened (initial and reconnects).",
+		}),
+		conns:    prometheus.NewDesc("cqlgate_backend_connections", "Open backend connections per node (all pools).", []string{"node"}, nil),
+		inflight: prometheus.NewDesc("cqlgate_backend_in_flight_requests", "Requests sent to a node and not yet answered.", []string{"node"}, nil),
+		up:       prometheus.NewDesc("cqlgate_backend_node_up", "1 when the node is believed reachable.", []string{"node"}, nil),
+	}
+}
+
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	m.connects.Describe(ch)
+	ch <- m.conns
+	ch <- m.inflight
+	ch <- m.up
+}
+
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	m.connects.Collect(ch)
+	cl := m.cl
+	conns, inflight := map[*Node]int{}, map[*Node]int{}
+	cl.mu.Lock()
+	var pools []*Pool
+	for _, e := range cl.pools {
+		select {
+		case <-e.ready:
+			if e.pool != nil {
+				pools = append(pools, e.pool)
+			}
+		default:
+		}
+	}
+	nodes := make([]*Node, 0, len(cl.nodes))
+	for _, n := range cl.nodes {
+		nodes = append(nodes, n)
+	}
+	cl.mu.Unlock()
+	for _, p := range pools {
+		for _, np := range *p.nodes.Load() {
+			conns[np.node] += np.numConns()
+			inflight[np.node] += np.inFlight()
+		}
+	}
+	for _, n := range nodes {
+		up := 0.0
+		if n.Up() {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(m.conns, prometheus.GaugeValue, float64(conns[n]), n.Addr)
+		ch <- prometheus.MustNewConstMetric(m.inflight, prometheus.GaugeValue, float64(inflight[n]), n.Addr)
+		ch <- prometheus.MustNewConstMetric(m.up, prometheus.GaugeValue, up, n.Addr)
+	}
+}

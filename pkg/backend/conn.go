@@ -1,0 +1,409 @@
+// Package backend holds the proxy's connections to Cassandra: one Conn
+// multiplexes up to 32,768 requests over one TCP connection by stream id, a
+// Pool keeps connections to every node for one protocol version and keyspace,
+// and a Cluster discovers the nodes and hands out pools.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cqlgate/cqlgate/pkg/frame"
+)
+
+// MaxStreams is the number of stream ids a v3+ connection offers (0..32767).
+const MaxStreams = 1 << 15
+
+var (
+	// ErrConnClosed is returned by Send once the connection is closing.
+	ErrConnClosed = errors.New("backend: connection closed")
+	// ErrNoStreams is returned by Send when all stream ids are in use.
+	ErrNoStreams = errors.New("backend: no free stream id")
+)
+
+// Handler receives the outcome of one request sent on a Conn. Exactly one of
+// its methods is called, exactly once, on one of the connection's goroutines;
+// neither may block.
+type Handler interface {
+	// OnResponse hands over the response frame; the handler owns resp and
+	// must Release it.
+	OnResponse(c *Conn, resp *frame.Buf)
+	// OnFailure reports that the connection died before a response arrived.
+	// sent is false only when the request provably never left the proxy, so
+	// it is safe to send it elsewhere whatever it does.
+	OnFailure(c *Conn, err error, sent bool)
+}
+
+// ServerError is an ERROR response Cassandra gave during a connection's
+// handshake (STARTUP, USE, REGISTER).
+type ServerError struct {
+	Code    int32
+	Message string
+	// Body is the raw ERROR body, so it can be relayed to a client as is.
+	Body []byte
+}
+
+func (e *ServerError) Error() string {
+	return fmt.Sprintf("cassandra error 0x%04x: %s", e.Code, e.Message)
+}
+
+// DialConfig says how to open a Conn.
+type DialConfig struct {
+	Addr    string // host:port actually dialled
+	Version byte   // native protocol version; 5 switches to segment framing after STARTUP
+	// Keyspace, when set, is made current with USE right after STARTUP.
+	Keyspace string
+	// Events, when set, are REGISTERed; EVENT frames then go to OnEvent.
+	Events  []string
+	OnEvent func(*frame.Buf)
+	// Timeout bounds the dial and the whole handshake.
+	Timeout time.Duration
+	// MaxFrame is the largest response body accepted.
+	MaxFrame int
+}
+
+// Conn is one connection to one Cassandra node. Send may be called from any
+// goroutine. The connection has one goroutine of its own, the read loop;
+// writes are combined: whichever sender finds the connection idle writes
+// everything queued, so a lone request costs no goroutine hand-off and a
+// burst goes out in one syscall.
+type Conn struct {
+	nc       net.Conn
+	addr     string
+	version  byte
+	keyspace string
+	r        *frame.Reader
+	onEvent  func(*frame.Buf)
+
+	mu      sync.Mutex
+	cond    *sync.Cond // signalled when writing turns false
+	queue   [][]byte   // frames waiting to be written
+	spare   [][]byte   // the other half of the double buffer
+	writing bool       // a sender is flushing the queue
+	w       *frame.Writer
+	free    []int16 // free stream ids, used as a stack
+	pending [MaxStreams]slot
+	closed  bool
+	err     error
+
+	inflight atomic.Int32
+	lastRead atomic.Int64 // unix nanos of the last frame read
+	// heartbeatPending is set while an OPTIONS heartbeat awaits its answer.
+	heartbeatPending atomic.Bool
+	done             chan struct{}
+	// OnClose, if set before Start, is called once after every pending
+	// request has been failed.
+	onClose func(*Conn, error)
+}
+
+type slot struct {
+	h    Handler
+	sent bool
+}
+
+// Dial connects to cfg.Addr and performs the handshake synchronously. The
+// returned Conn is not reading yet: call Start.
+func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
+	if cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Timeout)
+		defer cancel()
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", cfg.Addr, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	c := &Conn{
+		nc:       nc,
+		addr:     cfg.Addr,
+		version:  cfg.Version,
+		keyspace: cfg.Keyspace,
+		r:        frame.NewReader(nc, cfg.MaxFrame),
+		w:        frame.NewWriter(nc),
+		onEvent:  cfg.OnEvent,
+		done:     make(chan struct{}),
+	}
+	c.cond = sync.NewCond(&c.mu)
+	c.free = make([]int16, 0, MaxStreams)
+	for i := MaxStreams - 1; i >= 0; i-- {
+		c.free = append(c.free, int16(i))
+	}
+	if err := c.handshake(cfg); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	c.lastRead.Store(time.Now().UnixNano())
+	return c, nil
+}
+
+// handshake runs STARTUP, USE and REGISTER one after another on stream 0,
+// before the read loop exists.
+func (c *Conn) handshake(cfg DialConfig) error {
+	startup := frame.AppendStartup(nil, c.version, 0, map[string]string{"CQL_VERSION": "3.0.0", "DRIVER_NAME": "cqlgate"})
+	resp, err := c.roundTrip(startup)
+	if err != nil {
+		return fmt.Errorf("startup with %s: %w", c.addr, err)
+	}
+	switch frame.Opcode(resp) {
+	case frame.OpReady:
+	case frame.OpAuthenticate:
+		return fmt.Errorf("startup with %s: node requires authentication, which is not configured", c.addr)
+	default:
+		return fmt.Errorf("startup with %s: unexpected %s", c.addr, frame.OpcodeName(frame.Opcode(resp)))
+	}
+	if c.version >= frame.V5 {
+		c.r.EnableSegments(frame.CompressionNone)
+		c.w.EnableSegments(frame.CompressionNone)
+	}
+	if cfg.Keyspace != "" {
+		q := frame.AppendQuery(nil, c.version, 0, "USE "+QuoteIdent(cfg.Keyspace), 0x0001, 0)
+		if _, err := c.roundTrip(q); err != nil {
+			return fmt.Errorf("use keyspace %q on %s: %w", cfg.Keyspace, c.addr, err)
+		}
+	}
+	if len(cfg.Events) > 0 {
+		if _, err := c.roundTrip(frame.AppendRegister(nil, c.version, 0, cfg.Events)); err != nil {
+			return fmt.Errorf("register for events on %s: %w", c.addr, err)
+		}
+	}
+	return nil
+}
+
+// roundTrip writes one frame and reads frames until its answer; it turns an
+// ERROR answer into a *ServerError.
+func (c *Conn) roundTrip(req []byte) ([]byte, error) {
+	if err := c.w.WriteFrame(req); err != nil {
+		return nil, err
+	}
+	if err := c.w.Flush(); err != nil {
+		return nil, err
+	}
+	for {
+		b, err := c.r.ReadFrame()
+		if err != nil {
+			return nil, err
+		}
+		f := append([]byte(nil), b.B...)
+		b.Release()
+		if frame.Stream(f) != frame.Stream(req) {
+			continue // an event racing the handshake
+		}
+		if frame.Opcode(f) == frame.OpError {
+			code, msg, _ := frame.ErrorCode(frame.Body(f))
+			return nil, &ServerError{Code: code, Message: msg, Body: frame.Body(f)}
+		}
+		return f, nil
+	}
+}
+
+// Start launches the read loop. onClose, if not nil, is called once when the
+// connection has died and every pending request has been failed.
+func (c *Conn) Start(onClose func(*Conn, error)) {
+	c.onClose = onClose
+	go c.readLoop()
+}
+
+// Addr returns the address this connection dialled.
+func (c *Conn) Addr() string { return c.addr }
+
+// Version returns the connection's protocol version.
+func (c *Conn) Version() byte { return c.version }
+
+// Keyspace returns the keyspace made current at connect time.
+func (c *Conn) Keyspace() string { return c.keyspace }
+
+// InFlight returns the number of requests awaiting a response.
+func (c *Conn) InFlight() int { return int(c.inflight.Load()) }
+
+// Done is closed when the connection starts closing.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Send assigns a free stream id to the request frame f (rewriting its header
+// in place), registers h for the answer and queues f for writing. f must stay
+// untouched until h is called. On error nothing was queued and h is never
+// called.
+func (c *Conn) Send(f []byte, h Handler) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrConnClosed
+	}
+	n := len(c.free)
+	if n == 0 {
+		c.mu.Unlock()
+		return ErrNoStreams
+	}
+	id := c.free[n-1]
+	c.free = c.free[:n-1]
+	c.pending[id] = slot{h: h}
+	frame.SetStream(f, id)
+	c.queue = append(c.queue, f)
+	c.inflight.Add(1)
+	if c.writing {
+		c.mu.Unlock()
+		return nil
+	}
+	c.writing = true
+	c.flushLocked()
+	c.mu.Unlock()
+	return nil
+}
+
+// flushLocked writes queued frames until the queue stays empty. It is called
+// with c.mu held and c.writing set by the caller, and returns the same way;
+// it drops the lock around the socket write so other senders only append.
+func (c *Conn) flushLocked() {
+	for len(c.queue) > 0 && !c.closed {
+		batch := c.queue
+		c.queue = c.spare[:0]
+		for _, f := range batch {
+			c.pending[frame.Stream(f)].sent = true
+		}
+		c.mu.Unlock()
+		var err error
+		for i, f := range batch {
+			if err == nil {
+				err = c.w.WriteFrame(f)
+			}
+			batch[i] = nil
+		}
+		if err == nil {
+			err = c.w.Flush()
+		}
+		c.mu.Lock()
+		c.spare = batch[:0]
+		if err != nil {
+			c.mu.Unlock()
+			c.fail(fmt.Errorf("write to %s: %w", c.addr, err))
+			c.mu.Lock()
+		}
+	}
+	c.writing = false
+	c.cond.Broadcast()
+}
+
+// Close closes the connection; pending requests fail with ErrConnClosed.
+func (c *Conn) Close() { c.fail(ErrConnClosed) }
+
+// fail marks the connection closed and closes the socket, which ends the
+// read loop; the read loop then fails the pending requests.
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.err = err
+	c.mu.Unlock()
+	close(c.done)
+	c.nc.Close()
+}
+
+// Err returns why the connection closed, or nil while it is open.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *Conn) readLoop() {
+	for {
+		b, err := c.r.ReadFrame()
+		if err != nil {
+			var tooLarge *frame.FrameTooLargeError
+			if errors.As(err, &tooLarge) && tooLarge.Header.Stream >= 0 {
+				// The body was skipped, the connection is in sync: only
+				// this request fails.
+				c.complete(tooLarge.Header.Stream, nil, err)
+				continue
+			}
+			c.fail(fmt.Errorf("read from %s: %w", c.addr, err))
+			break
+		}
+		c.lastRead.Store(time.Now().UnixNano())
+		stream := frame.Stream(b.B)
+		if stream < 0 {
+			if c.onEvent != nil && frame.Opcode(b.B) == frame.OpEvent {
+				c.onEvent(b)
+			} else {
+				b.Release()
+			}
+			continue
+		}
+		c.complete(stream, b, nil)
+	}
+	c.failPending()
+}
+
+// complete frees stream and hands the response (or err) to its handler. A
+// response for a stream nobody waits on is dropped.
+func (c *Conn) complete(stream int16, b *frame.Buf, err error) {
+	c.mu.Lock()
+	s := c.pending[stream]
+	if s.h == nil {
+		c.mu.Unlock()
+		if b != nil {
+			b.Release()
+		}
+		return
+	}
+	c.pending[stream] = slot{}
+	c.free = append(c.free, stream)
+	c.mu.Unlock()
+	c.inflight.Add(-1)
+	if err != nil {
+		s.h.OnFailure(c, err, true)
+		return
+	}
+	s.h.OnResponse(c, b)
+}
+
+// failPending runs once the socket is closed: it waits until no sender is
+// writing (so no frame is being read by a writer any more), then fails every
+// pending request. Requests that never reached the writer are reported as
+// unsent, so callers may safely send them elsewhere.
+func (c *Conn) failPending() {
+	c.mu.Lock()
+	for c.writing {
+		c.cond.Wait()
+	}
+	err := c.err
+	var failed []slot
+	for i := range c.pending {
+		if c.pending[i].h != nil {
+			failed = append(failed, c.pending[i])
+			c.pending[i] = slot{}
+		}
+	}
+	c.queue = nil
+	c.mu.Unlock()
+	c.inflight.Store(0)
+	for _, s := range failed {
+		s.h.OnFailure(c, err, s.sent)
+	}
+	if c.onClose != nil {
+		c.onClose(c, err)
+	}
+}
+
+// idleFor reports how long the connection has gone without reading a frame.
+func (c *Conn) idleFor(now time.Time) time.Duration {
+	return now.Sub(time.Unix(0, c.lastRead.Load()))
+}
+
+// QuoteIdent quotes a CQL identifier so it is taken verbatim.
+func QuoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}

@@ -1,0 +1,312 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Pool holds connections to every known node for one protocol version and
+// one keyspace (the keyspace made current with USE on each connection, ""
+// for none). Requests from clients that have not chosen a keyspace, and
+// EXECUTEs of fully prepared statements, go to the "" pool of their version.
+type Pool struct {
+	cl       *Cluster
+	version  byte
+	keyspace string
+
+	mu     sync.Mutex // guards changes to nodes
+	nodes  atomic.Pointer[[]*NodePool]
+	rr     atomic.Uint32
+	closed bool
+}
+
+// NodePool is a Pool's connections to one node.
+type NodePool struct {
+	pool  *Pool
+	node  *Node
+	conns atomic.Pointer[[]*Conn]
+
+	mu       sync.Mutex
+	dialing  int  // dials under way
+	failures int  // consecutive failed dials, for backoff
+	closed   bool // node removed or pool closed
+	wake     chan struct{}
+}
+
+// Version returns the pool's protocol version.
+func (p *Pool) Version() byte { return p.version }
+
+// Keyspace returns the keyspace the pool's connections use.
+func (p *Pool) Keyspace() string { return p.keyspace }
+
+// Pick returns the connection with the fewest requests in flight on the
+// least-loaded node that has one, skipping avoid (may be nil). Ties rotate so
+// idle nodes share the load. It returns nil when no node has a connection.
+func (p *Pool) Pick(avoid *Node) (*Conn, *NodePool) {
+	nps := *p.nodes.Load()
+	n := uint32(len(nps))
+	if n == 0 {
+		return nil, nil
+	}
+	start := p.rr.Add(1)
+	var best *Conn
+	var bestNP *NodePool
+	bestLoad := math.MaxInt
+	for i := uint32(0); i < n; i++ {
+		np := nps[(start+i)%n]
+		if np.node == avoid {
+			continue
+		}
+		c, load := np.leastLoaded()
+		if c != nil && load < bestLoad {
+			best, bestNP, bestLoad = c, np, load
+		}
+	}
+	return best, bestNP
+}
+
+// OnNode returns the pool's least-loaded connection to node, or nil.
+func (p *Pool) OnNode(node *Node) *Conn {
+	for _, np := range *p.nodes.Load() {
+		if np.node == node {
+			c, _ := np.leastLoaded()
+			return c
+		}
+	}
+	return nil
+}
+
+// Each calls fn with one connection per node that has one, except avoid.
+func (p *Pool) Each(avoid *Node, fn func(*Conn)) {
+	for _, np := range *p.nodes.Load() {
+		if np.node == avoid {
+			continue
+		}
+		if c, _ := np.leastLoaded(); c != nil {
+			fn(c)
+		}
+	}
+}
+
+// Node returns the node this NodePool connects to.
+func (np *NodePool) Node() *Node { return np.node }
+
+// leastLoaded returns the open connection with the fewest requests in flight
+// and the node's total in flight.
+func (np *NodePool) leastLoaded() (*Conn, int) {
+	cs := np.conns.Load()
+	if cs == nil {
+		return nil, 0
+	}
+	var best *Conn
+	total, bestLoad := 0, math.MaxInt
+	for _, c := range *cs {
+		l := c.InFlight()
+		total += l
+		if l < bestLoad {
+			best, bestLoad = c, l
+		}
+	}
+	return best, total
+}
+
+func (np *NodePool) inFlight() int {
+	_, n := np.leastLoaded()
+	return n
+}
+
+func (np *NodePool) numConns() int {
+	cs := np.conns.Load()
+	if cs == nil {
+		return 0
+	}
+	return len(*cs)
+}
+
+// add publishes a new connection (copy on write: readers never lock).
+func (np *NodePool) add(c *Conn) bool {
+	np.mu.Lock()
+	defer np.mu.Unlock()
+	if np.closed {
+		return false
+	}
+	var next []*Conn
+	if cs := np.conns.Load(); cs != nil {
+		next = append(next, *cs...)
+	}
+	next = append(next, c)
+	np.conns.Store(&next)
+	return true
+}
+
+func (np *NodePool) remove(c *Conn) {
+	np.mu.Lock()
+	defer np.mu.Unlock()
+	cs := np.conns.Load()
+	if cs == nil {
+		return
+	}
+	next := make([]*Conn, 0, len(*cs))
+	for _, x := range *cs {
+		if x != c {
+			next = append(next, x)
+		}
+	}
+	np.conns.Store(&next)
+}
+
+// maintain keeps the NodePool at its target number of connections for as
+// long as it is open: it dials in parallel and, after failures, waits with
+// exponential backoff and jitter (or until woken because the node came up).
+// The first round's outcome is reported on first.
+func (np *NodePool) maintain(ctx context.Context, first chan<- error) {
+	cl := np.pool.cl
+	target := cl.cfg.ConnectionsPerNode
+	for {
+		np.mu.Lock()
+		closed := np.closed
+		np.mu.Unlock()
+		if closed || ctx.Err() != nil {
+			if first != nil {
+				first <- errors.New("backend: pool closed")
+			}
+			return
+		}
+		missing := target - np.numConns()
+		if missing > 0 {
+			errs := make(chan error, missing)
+			for i := 0; i < missing; i++ {
+				go func() { errs <- np.dialOne(ctx) }()
+			}
+			var firstErr error
+			ok := 0
+			for i := 0; i < missing; i++ {
+				if err := <-errs; err != nil {
+					if firstErr == nil {
+						firstErr = err
+					}
+				} else {
+					ok++
+				}
+			}
+			np.mu.Lock()
+			if ok > 0 || np.numConnsLocked() > 0 {
+				np.failures = 0
+			} else {
+				np.failures++
+			}
+			np.mu.Unlock()
+			if ok > 0 {
+				np.node.markUp()
+				firstErr = nil
+			} else if np.numConns() == 0 {
+				np.node.markDown(firstErr)
+				cl.log.Debug("connect to node failed", zap.String("node", np.node.Addr), zap.Error(firstErr))
+			}
+			if first != nil {
+				first <- firstErr
+				first = nil
+			}
+		}
+		var wait time.Duration
+		if np.numConns() < target {
+			wait = backoff(cl.cfg.ReconnectBaseDelay, cl.cfg.ReconnectMaxDelay, np.failuresNow())
+		} else {
+			wait = time.Hour // only a closing connection or a node event wakes us
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-np.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+func (np *NodePool) numConnsLocked() int {
+	cs := np.conns.Load()
+	if cs == nil {
+		return 0
+	}
+	return len(*cs)
+}
+
+func (np *NodePool) failuresNow() int {
+	np.mu.Lock()
+	defer np.mu.Unlock()
+	return np.failures
+}
+
+// kick wakes the maintenance loop, e.g. after a connection closed.
+func (np *NodePool) kick() {
+	select {
+	case np.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (np *NodePool) close() {
+	np.mu.Lock()
+	np.closed = true
+	cs := np.conns.Load()
+	np.mu.Unlock()
+	np.kick()
+	if cs != nil {
+		for _, c := range *cs {
+			c.Close()
+		}
+	}
+}
+
+func (np *NodePool) dialOne(ctx context.Context) error {
+	cl := np.pool.cl
+	c, err := Dial(ctx, DialConfig{
+		Addr:     np.node.Addr,
+		Version:  np.pool.version,
+		Keyspace: np.pool.keyspace,
+		Timeout:  cl.cfg.ConnectTimeout,
+		MaxFrame: cl.cfg.MaxFrame,
+	})
+	if err != nil {
+		return err
+	}
+	if !np.add(c) {
+		c.Close()
+		return errors.New("backend: pool closed")
+	}
+	cl.metrics.connects.Inc()
+	c.Start(func(c *Conn, err error) {
+		np.remove(c)
+		if !errors.Is(err, ErrConnClosed) {
+			cl.log.Info("backend connection closed", zap.String("node", np.node.Addr), zap.Error(err))
+		}
+		np.kick()
+	})
+	return nil
+}
+
+// backoff returns the delay before reconnect attempt n (n >= 1): base*2^(n-1)
+// capped at max, with full jitter over the upper half so a fleet of proxies
+// does not reconnect in lockstep.
+func backoff(base, max time.Duration, n int) time.Duration {
+	if n <= 0 {
+		return base
+	}
+	d := base
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	half := d / 2
+	return half + time.Duration(rand.Int64N(int64(half)+1))
+}

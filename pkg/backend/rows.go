@@ -1,0 +1,140 @@
+package backend
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+
+	"github.com/datastax/go-cassandra-native-protocol/message"
+	"github.com/datastax/go-cassandra-native-protocol/primitive"
+
+	"github.com/cqlgate/cqlgate/pkg/frame"
+)
+
+// row is one decoded row of a system table, by column name. Only the
+// control connection decodes rows, a few times per topology change.
+type row map[string][]byte
+
+func (r row) bytes(col string) []byte { return r[col] }
+func (r row) text(col string) string  { return string(r[col]) }
+
+func (r row) inet(col string) net.IP {
+	b := r[col]
+	if len(b) != 4 && len(b) != 16 {
+		return nil
+	}
+	return net.IP(append([]byte(nil), b...))
+}
+
+func (r row) int(col string) (int32, bool) {
+	b := r[col]
+	if len(b) != 4 {
+		return 0, false
+	}
+	return int32(binary.BigEndian.Uint32(b)), true
+}
+
+// textSet decodes a set<text> (v3+ encoding: [int n] then n [int len][bytes]).
+func (r row) textSet(col string) []string {
+	b := r[col]
+	if len(b) < 4 {
+		return nil
+	}
+	n := int(int32(binary.BigEndian.Uint32(b)))
+	b = b[4:]
+	var out []string
+	for i := 0; i < n && len(b) >= 4; i++ {
+		l := int(int32(binary.BigEndian.Uint32(b)))
+		b = b[4:]
+		if l < 0 || l > len(b) {
+			return out
+		}
+		out = append(out, string(b[:l]))
+		b = b[l:]
+	}
+	return out
+}
+
+// waiter is a Handler that delivers the outcome to a channel.
+type waiter chan waitResult
+
+type waitResult struct {
+	b   *frame.Buf
+	err error
+}
+
+func (w waiter) OnResponse(_ *Conn, b *frame.Buf)        { w <- waitResult{b: b} }
+func (w waiter) OnFailure(_ *Conn, err error, sent bool) { w <- waitResult{err: err} }
+
+// Request sends the frame f and waits for its response, which the caller
+// must Release. An ERROR response is returned as a *ServerError.
+func (c *Conn) Request(ctx context.Context, f []byte) (*frame.Buf, error) {
+	w := make(waiter, 1)
+	if err := c.Send(f, w); err != nil {
+		return nil, err
+	}
+	select {
+	case res := <-w:
+		if res.err != nil {
+			return nil, res.err
+		}
+		if frame.Opcode(res.b.B) == frame.OpError {
+			code, msg, _ := frame.ErrorCode(frame.Body(res.b.B))
+			se := &ServerError{Code: code, Message: msg, Body: append([]byte(nil), frame.Body(res.b.B)...)}
+			res.b.Release()
+			return nil, se
+		}
+		return res.b, nil
+	case <-ctx.Done():
+		// The response, if it comes, lands in w's buffer and is
+		// collected with it.
+		return nil, ctx.Err()
+	}
+}
+
+// query runs a CQL query without values and decodes the rows.
+func (c *Conn) query(ctx context.Context, version byte, cql string) ([]row, error) {
+	req := frame.AppendQuery(nil, version, 0, cql, 0x0001, 5000)
+	b, err := c.Request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Release()
+	return decodeRows(version, frame.Body(b.B))
+}
+
+var resultCodec = func() message.Codec {
+	for _, c := range message.DefaultMessageCodecs {
+		if c.GetOpCode() == primitive.OpCodeResult {
+			return c
+		}
+	}
+	panic("go-cassandra-native-protocol has no RESULT codec")
+}()
+
+func decodeRows(version byte, body []byte) ([]row, error) {
+	msg, err := resultCodec.Decode(bytes.NewReader(body), primitive.ProtocolVersion(version))
+	if err != nil {
+		return nil, fmt.Errorf("decode rows: %w", err)
+	}
+	rows, ok := msg.(*message.RowsResult)
+	if !ok {
+		return nil, fmt.Errorf("decode rows: got %T", msg)
+	}
+	if rows.Metadata == nil || len(rows.Metadata.Columns) == 0 {
+		return nil, fmt.Errorf("decode rows: result has no column metadata")
+	}
+	out := make([]row, 0, len(rows.Data))
+	for _, data := range rows.Data {
+		r := row{}
+		for i, col := range rows.Metadata.Columns {
+			if i < len(data) {
+				r[col.Name] = data[i]
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

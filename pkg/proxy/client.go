@@ -1,0 +1,328 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/cqlgate/cqlgate/pkg/backend"
+	"github.com/cqlgate/cqlgate/pkg/frame"
+)
+
+// client is one driver connection. Its own goroutine reads and handles
+// requests (serve); a second one writes responses (writeLoop), so a client
+// that reads slowly never stalls the backend read loops that hand it
+// responses.
+type client struct {
+	p   *Proxy
+	ep  *endpoint
+	nc  net.Conn
+	log *zap.Logger
+	r   *frame.Reader
+
+	version byte // set by STARTUP, then fixed
+	// keyspace and pool change when USE succeeds (on a backend goroutine)
+	// and are read by serve.
+	keyspace     atomic.Pointer[string]
+	pool         atomic.Pointer[backend.Pool]
+	schemaEvents atomic.Bool
+	inflight     atomic.Int64
+
+	mu     sync.Mutex
+	queue  []*frame.Buf
+	spare  []*frame.Buf
+	closed bool
+	wake   chan struct{}
+	done   chan struct{}
+	w      *frame.Writer
+}
+
+func newClient(p *Proxy, ep *endpoint, nc net.Conn) *client {
+	c := &client{
+		p:    p,
+		ep:   ep,
+		nc:   nc,
+		log:  p.log.With(zap.String("client", nc.RemoteAddr().String())),
+		r:    frame.NewReader(nc, p.cfg.MaxFrameBytes),
+		w:    frame.NewWriter(nc),
+		wake: make(chan struct{}, 1),
+		done: make(chan struct{}),
+	}
+	empty := ""
+	c.keyspace.Store(&empty)
+	return c
+}
+
+// serve runs the connection: the handshake, then the request loop, until
+// the client goes away or sends something that leaves the byte stream out
+// of sync. A panic is contained to this one connection.
+func (c *client) serve() {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("panic serving client; connection closed", zap.Any("panic", r), zap.Stack("stack"))
+			c.close(fmt.Errorf("panic: %v", r))
+		}
+	}()
+	if err := c.handshake(); err != nil {
+		c.close(err)
+		return
+	}
+	go c.writeLoop()
+	c.readLoop()
+}
+
+// handshake answers OPTIONS and STARTUP (both unframed and written
+// synchronously, before the writer goroutine exists) until a STARTUP
+// succeeds, then switches the connection to its negotiated version,
+// compression and, for v5, segment framing.
+func (c *client) handshake() error {
+	for {
+		b, err := c.r.ReadFrame()
+		if err != nil {
+			if c.answerReadError(err) {
+				if ferr := c.w.Flush(); ferr != nil {
+					return ferr
+				}
+				continue
+			}
+			c.w.Flush()
+			return err
+		}
+		h := frame.ParseHeader(b.B)
+		body := frame.Body(b.B)
+		if h.Version > c.p.maxVersion() {
+			c.writeUnsupportedVersion(h.Version, h.Stream)
+			b.Release()
+			c.w.Flush()
+			return fmt.Errorf("client asked for protocol version %d", h.Version)
+		}
+		var out []byte
+		done := false
+		switch h.Opcode {
+		case frame.OpOptions:
+			out = frame.AppendSupported(nil, h.Version, h.Stream, c.p.supported())
+		case frame.OpStartup:
+			comp, msg := c.negotiate(h.Version, body)
+			if msg != "" {
+				out = frame.AppendError(nil, h.Version, h.Stream, frame.ErrCodeProtocol, msg)
+				break
+			}
+			if _, err := c.p.cluster.Pool(c.p.ctx, h.Version, ""); err != nil {
+				c.log.Warn("no backend pool for client", zap.Uint8("protocol_version", h.Version), zap.Error(err))
+				out = frame.AppendError(nil, h.Version, h.Stream, frame.ErrCodeServer, "cqlgate: no Cassandra node available")
+				break
+			}
+			c.version = h.Version
+			out = frame.AppendReady(nil, h.Version, h.Stream)
+			if err := c.w.WriteFrame(out); err != nil {
+				b.Release()
+				return err
+			}
+			if h.Version >= frame.V5 {
+				c.r.EnableSegments(comp)
+				c.w.EnableSegments(comp)
+			} else {
+				c.r.SetCompression(comp)
+				c.w.SetCompression(comp)
+			}
+			out, done = nil, true
+		default:
+			out = frame.AppendError(nil, h.Version, h.Stream, frame.ErrCodeProtocol,
+				fmt.Sprintf("Unexpected message %s, expecting STARTUP or OPTIONS", frame.OpcodeName(h.Opcode)))
+		}
+		b.Release()
+		if out != nil {
+			if err := c.w.WriteFrame(out); err != nil {
+				return err
+			}
+		}
+		if err := c.w.Flush(); err != nil {
+			return err
+		}
+		if done {
+			pool, err := c.p.cluster.Pool(c.p.ctx, c.version, "")
+			if err != nil {
+				return err
+			}
+			c.pool.Store(pool)
+			return nil
+		}
+	}
+}
+
+// negotiate checks STARTUP options the way Cassandra does and returns the
+// compression to use, or the message of a PROTOCOL_ERROR.
+func (c *client) negotiate(version byte, body []byte) (frame.Compression, string) {
+	opts, err := frame.ReadStringMap(body)
+	if err != nil {
+		return 0, "Invalid STARTUP message: " + err.Error()
+	}
+	if _, ok := opts["CQL_VERSION"]; !ok {
+		return 0, "Missing value CQL_VERSION in STARTUP message"
+	}
+	name := opts["COMPRESSION"]
+	comp, err := frame.ParseCompression(name)
+	if err != nil {
+		return 0, "Unknown compression algorithm: " + name
+	}
+	if comp == frame.CompressionSnappy && version >= frame.V5 {
+		return 0, "Snappy compression is not supported in protocol v5; use lz4"
+	}
+	return comp, ""
+}
+
+// writeUnsupportedVersion answers a frame of a version we do not speak the
+// way Cassandra does, so that drivers downgrade: a PROTOCOL_ERROR naming the
+// versions supported, in our highest version for newer clients, and in the
+// client's own (8-byte header) format for v1/v2 clients.
+func (c *client) writeUnsupportedVersion(v byte, stream int16) {
+	var names []string
+	for x := frame.MinVersion; x <= c.p.maxVersion(); x++ {
+		names = append(names, fmt.Sprintf("%d/v%d", x, x))
+	}
+	msg := fmt.Sprintf("Invalid or unsupported protocol version (%d); supported versions are (%s)", v, strings.Join(names, ", "))
+	if v < frame.MinVersion {
+		// v1/v2 header: version, flags, 1-byte stream, opcode, length.
+		body := frame.AppendError(nil, frame.V4, 0, frame.ErrCodeProtocol, msg)[frame.HeaderLen:]
+		out := []byte{v | frame.ResponseBit, 0, byte(stream), frame.OpError, 0, 0, 0, 0}
+		l := len(body)
+		out[4], out[5], out[6], out[7] = byte(l>>24), byte(l>>16), byte(l>>8), byte(l)
+		c.nc.Write(append(out, body...))
+		return
+	}
+	c.w.WriteFrame(frame.AppendError(nil, c.p.maxVersion(), stream, frame.ErrCodeProtocol, msg))
+}
+
+// answerReadError answers a read error that leaves the stream in sync with
+// an ERROR on the offending stream and reports true; otherwise false.
+func (c *client) answerReadError(err error) bool {
+	v := c.version
+	var tooLarge *frame.FrameTooLargeError
+	var bad *frame.BadFrameError
+	var unsup *frame.UnsupportedVersionError
+	switch {
+	case errors.As(err, &tooLarge):
+		if v == 0 {
+			v = tooLarge.Header.Version
+		}
+		c.p.metrics.proxyError(frame.ErrCodeProtocol)
+		c.emit(frame.AppendError(nil, v, tooLarge.Header.Stream, frame.ErrCodeProtocol, tooLarge.Error()))
+		return true
+	case errors.As(err, &bad):
+		if v == 0 {
+			v = bad.Header.Version
+		}
+		c.p.metrics.proxyError(frame.ErrCodeProtocol)
+		c.emit(frame.AppendError(nil, v, bad.Header.Stream, frame.ErrCodeProtocol, bad.Error()))
+		return true
+	case errors.As(err, &unsup):
+		c.p.metrics.proxyError(frame.ErrCodeProtocol)
+		c.writeUnsupportedVersion(unsup.Header.Version, unsup.Header.Stream)
+		return false // drivers reconnect with the lower version
+	}
+	return false
+}
+
+// emit queues a frame built by the proxy itself: during the handshake it
+// goes straight to the writer (flushed by the handshake loop), afterwards
+// through the writer goroutine's queue.
+func (c *client) emit(f []byte) {
+	if c.version == 0 {
+		c.w.WriteFrame(f)
+		return
+	}
+	b := frame.GetBuf(len(f))
+	copy(b.B, f)
+	c.send(b)
+}
+
+// send queues a response frame for the client; the client owns b from now
+// on. It never blocks.
+func (c *client) send(b *frame.Buf) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		b.Release()
+		return
+	}
+	c.queue = append(c.queue, b)
+	first := len(c.queue) == 1
+	c.mu.Unlock()
+	if first {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// writeLoop writes queued frames, coalescing everything queued since the
+// last flush into one write.
+func (c *client) writeLoop() {
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			return
+		}
+		c.mu.Lock()
+		batch := c.queue
+		c.queue = c.spare[:0]
+		c.mu.Unlock()
+		var err error
+		for i, b := range batch {
+			if err == nil {
+				err = c.w.WriteFrame(b.B)
+			}
+			b.Release()
+			batch[i] = nil
+		}
+		if err == nil {
+			err = c.w.Flush()
+		}
+		c.mu.Lock()
+		c.spare = batch[:0]
+		c.mu.Unlock()
+		if err != nil {
+			c.close(fmt.Errorf("write to client: %w", err))
+			return
+		}
+	}
+}
+
+// close ends the connection once; queued responses are dropped. Requests
+// still at Cassandra keep their backend streams until answered, and their
+// answers are then dropped.
+func (c *client) close(err error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	q := c.queue
+	c.queue = nil
+	c.mu.Unlock()
+	for _, b := range q {
+		b.Release()
+	}
+	close(c.done)
+	c.nc.Close()
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		c.log.Debug("client connection closed", zap.Error(err))
+	}
+}
+
+// sendError answers stream with an ERROR the proxy generated itself.
+func (c *client) sendError(stream int16, code int32, msg string) {
+	f := frame.AppendError(nil, c.version, stream, code, msg)
+	b := frame.GetBuf(len(f))
+	copy(b.B, f)
+	c.send(b)
+}

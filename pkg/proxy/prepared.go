@@ -1,0 +1,128 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/cqlgate/cqlgate/pkg/backend"
+	"github.com/cqlgate/cqlgate/pkg/frame"
+)
+
+// statement is what the proxy needs to prepare a statement again on any
+// node: Cassandra derives the id from the text and keyspace, so the same
+// pair yields the same id everywhere.
+type statement struct {
+	query    string
+	keyspace string
+}
+
+// preparedCache maps prepared ids to statements. It is bounded: an evicted
+// statement is no longer re-prepared by the proxy, and the driver then sees
+// UNPREPARED and prepares it again itself, as drivers are built to do.
+type preparedCache struct {
+	lru *lru.Cache[string, statement]
+}
+
+func newPreparedCache(size int) (*preparedCache, error) {
+	c, err := lru.New[string, statement](size)
+	if err != nil {
+		return nil, fmt.Errorf("prepared cache: %w", err)
+	}
+	return &preparedCache{lru: c}, nil
+}
+
+func (pc *preparedCache) get(id []byte) (statement, bool) { return pc.lru.Get(string(id)) }
+func (pc *preparedCache) add(id []byte, st statement)     { pc.lru.Add(string(id), st) }
+func (pc *preparedCache) len() int                        { return pc.lru.Len() }
+
+// remember records a statement a client prepared on node, and prepares it
+// on the other nodes in the background (like the Java driver's
+// prepare-on-all-nodes), so the first EXECUTE elsewhere needs no extra
+// round trip.
+func (p *Proxy) remember(id []byte, query, keyspace string, version byte, node *backend.Node) {
+	st := statement{query: query, keyspace: keyspace}
+	if _, ok := p.prep.get(id); ok {
+		return
+	}
+	p.prep.add(id, st)
+	go func() {
+		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.RequestTimeout)
+		defer cancel()
+		pool, err := p.cluster.Pool(ctx, version, prepareKeyspacePool(version, keyspace))
+		if err != nil {
+			return
+		}
+		pool.Each(node, func(conn *backend.Conn) {
+			b := frame.GetBuf(0)
+			b.B = appendPrepare(b.B[:0], version, st)
+			if conn.Send(b.B, discard{b}) != nil {
+				b.Release()
+			}
+		})
+	}()
+}
+
+// prepareOn prepares st on node and waits for the answer.
+func (p *Proxy) prepareOn(ctx context.Context, st statement, version byte, node *backend.Node) error {
+	pool, err := p.cluster.Pool(ctx, version, prepareKeyspacePool(version, st.keyspace))
+	if err != nil {
+		return err
+	}
+	conn := pool.OnNode(node)
+	if conn == nil {
+		return fmt.Errorf("no connection to %s", node.Addr)
+	}
+	resp, err := conn.Request(ctx, appendPrepare(nil, version, st))
+	if err != nil {
+		return err
+	}
+	resp.Release()
+	return nil
+}
+
+// prepareKeyspacePool names the pool to prepare in: v5 carries the keyspace
+// in the PREPARE itself, older versions need a connection that has USEd it.
+func prepareKeyspacePool(version byte, keyspace string) string {
+	if version >= frame.V5 {
+		return ""
+	}
+	return keyspace
+}
+
+func appendPrepare(dst []byte, version byte, st statement) []byte {
+	ks := ""
+	if version >= frame.V5 {
+		ks = st.keyspace
+	}
+	return frame.AppendPrepare(dst, version, 0, st.query, ks)
+}
+
+// discard is a Handler for fire-and-forget requests.
+type discard struct{ req *frame.Buf }
+
+func (d discard) OnResponse(_ *backend.Conn, resp *frame.Buf) {
+	resp.Release()
+	d.req.Release()
+}
+
+func (d discard) OnFailure(*backend.Conn, error, bool) { d.req.Release() }
+
+// supported is the SUPPORTED answer to OPTIONS: Cassandra's, restricted to
+// the protocol versions and compressions the proxy speaks.
+func (p *Proxy) supported() map[string][]string {
+	var versions []string
+	for v := frame.MinVersion; v <= p.maxVersion(); v++ {
+		versions = append(versions, fmt.Sprintf("%d/v%d", v, v))
+	}
+	cql := p.cluster.Supported()["CQL_VERSION"]
+	if len(cql) == 0 {
+		cql = []string{"3.4.7"}
+	}
+	return map[string][]string{
+		"PROTOCOL_VERSIONS": versions,
+		"COMPRESSION":       {"lz4", "snappy"},
+		"CQL_VERSION":       cql,
+	}
+}

@@ -1,0 +1,353 @@
+// Package proxy is the client-facing side of cqlgate: it accepts CQL
+// connections from unmodified drivers, answers the handshake and the system
+// tables itself so that drivers see only the proxy, and forwards every other
+// request to a Cassandra node over shared, multiplexed connections.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/cqlgate/cqlgate/pkg/backend"
+	"github.com/cqlgate/cqlgate/pkg/config"
+	"github.com/cqlgate/cqlgate/pkg/frame"
+	"github.com/cqlgate/cqlgate/pkg/systables"
+)
+
+// Proxy serves CQL clients on one or more listen addresses. Create it with
+// New and start it with Run.
+type Proxy struct {
+	cfg     config.Config
+	log     *zap.Logger
+	cluster *backend.Cluster
+	metrics *metrics
+	prep    *preparedCache
+
+	endpoints []*endpoint
+	ready     atomic.Bool
+	ctx       context.Context // the Run context; cancelled at shutdown
+
+	mu      sync.Mutex
+	clients map[*client]struct{}
+	wg      sync.WaitGroup // client goroutines
+
+	// lastLocal is the newest system.local seen, for system.peers rows.
+	lastLocal atomic.Pointer[systables.LocalInfo]
+}
+
+// endpoint is one listen address and the node identity it presents.
+type endpoint struct {
+	addr     string
+	ln       net.Listener
+	rewriter *systables.Rewriter
+}
+
+// New validates cfg and prepares a Proxy; nothing is dialled or bound yet.
+func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (*Proxy, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	p := &Proxy{
+		cfg:     cfg,
+		log:     log,
+		clients: map[*client]struct{}{},
+		ctx:     context.Background(),
+	}
+	p.metrics = newMetrics(reg, p)
+	cache, err := newPreparedCache(cfg.PreparedCacheEntries)
+	if err != nil {
+		return nil, err
+	}
+	p.prep = cache
+	cl, err := backend.NewCluster(backend.Config{
+		ContactPoints:      cfg.ContactPoints,
+		ConnectionsPerNode: cfg.ConnectionsPerNode,
+		ConnectTimeout:     cfg.ConnectTimeout,
+		HeartbeatInterval:  heartbeat(cfg.HeartbeatInterval),
+		ReconnectBaseDelay: cfg.ReconnectBaseDelay,
+		ReconnectMaxDelay:  cfg.ReconnectMaxDelay,
+		MaxFrame:           max(cfg.MaxFrameBytes, 256<<20),
+		MaxVersion:         byte(cfg.ProtocolVersionMax),
+		Log:                log.Named("backend"),
+		OnSchemaChange:     p.broadcastSchemaChange,
+	}, reg)
+	if err != nil {
+		return nil, err
+	}
+	p.cluster = cl
+	return p, nil
+}
+
+// heartbeat maps the config's "0 disables" to the backend's "negative disables".
+func heartbeat(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// Ready returns nil while the proxy accepts clients and reaches Cassandra.
+func (p *Proxy) Ready() error {
+	if !p.ready.Load() {
+		return errors.New("not serving yet")
+	}
+	for _, n := range p.cluster.Nodes() {
+		if n.Up() {
+			return nil
+		}
+	}
+	return errors.New("no Cassandra node is reachable")
+}
+
+// Addrs returns the bound listen addresses (useful with port 0).
+func (p *Proxy) Addrs() []net.Addr {
+	var out []net.Addr
+	for _, e := range p.endpoints {
+		if e.ln != nil {
+			out = append(out, e.ln.Addr())
+		}
+	}
+	return out
+}
+
+// Run connects to the cluster, binds the listen addresses and serves until
+// ctx is done; then it stops accepting, lets in-flight requests finish (up
+// to the request timeout), closes every connection and returns nil.
+func (p *Proxy) Run(ctx context.Context) error {
+	return p.run(ctx, nil)
+}
+
+// run is Run with a hook called once the proxy is serving (for tests).
+func (p *Proxy) run(ctx context.Context, started func()) error {
+	p.ctx = ctx
+	if err := p.cluster.Connect(ctx); err != nil {
+		return fmt.Errorf("connect to cluster: %w", err)
+	}
+	defer p.cluster.Close()
+	// Open the pool most clients will use before accepting them, so the
+	// first client does not pay for it.
+	if _, err := p.cluster.Pool(ctx, p.maxVersion(), ""); err != nil {
+		return fmt.Errorf("connect to cluster: %w", err)
+	}
+	if err := p.listen(); err != nil {
+		return err
+	}
+	var acceptors sync.WaitGroup
+	for _, e := range p.endpoints {
+		acceptors.Add(1)
+		go func() {
+			defer acceptors.Done()
+			p.accept(ctx, e)
+		}()
+	}
+	p.ready.Store(true)
+	p.log.Info("serving", zap.Strings("listen", p.cfg.Listen), zap.Uint8("protocol_version_max", p.maxVersion()))
+	if started != nil {
+		started()
+	}
+	<-ctx.Done()
+	p.ready.Store(false)
+	for _, e := range p.endpoints {
+		e.ln.Close()
+	}
+	acceptors.Wait()
+	p.drain(p.cfg.RequestTimeout)
+	p.wg.Wait()
+	p.log.Info("stopped")
+	return nil
+}
+
+// listen binds every listen address and builds the identity each presents:
+// with N addresses the proxy looks like N nodes splitting the ring evenly.
+func (p *Proxy) listen() error {
+	local := p.cluster.LocalInfo()
+	tokens := systables.RingTokens(len(p.cfg.Listen))
+	nodes := make([]systables.Node, len(p.cfg.Listen))
+	for i, addr := range p.cfg.Listen {
+		host, portStr, err := net.SplitHostPort(addr)
+		if err != nil {
+			return fmt.Errorf("listen address %q: %w", addr, err)
+		}
+		port, _ := strconv.Atoi(portStr)
+		adv := host
+		if p.cfg.AdvertiseAddress != "" && len(p.cfg.Listen) == 1 {
+			adv = p.cfg.AdvertiseAddress
+		}
+		ip := net.ParseIP(adv)
+		if ip == nil {
+			return fmt.Errorf("listen address %q: advertise address %q is not an IP address", addr, adv)
+		}
+		dc := p.cfg.DataCenter
+		if dc == "" {
+			dc = local.DataCenter
+		}
+		hostID := systables.HostID(local.ClusterName + "/" + addr)
+		if p.cfg.HostID != "" && i == 0 {
+			hostID, err = parseUUID(p.cfg.HostID)
+			if err != nil {
+				return fmt.Errorf("--host-id: %w", err)
+			}
+		}
+		nodes[i] = systables.Node{
+			HostID:     hostID,
+			Address:    ip,
+			Port:       port,
+			DataCenter: dc,
+			Rack:       local.Rack,
+			Tokens:     []string{tokens[i]},
+		}
+	}
+	for i, addr := range p.cfg.Listen {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, e := range p.endpoints {
+				e.ln.Close()
+			}
+			return fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		if nodes[i].Port == 0 { // port 0: report the port we got
+			nodes[i].Port = ln.Addr().(*net.TCPAddr).Port
+		}
+		peers := make([]systables.Node, 0, len(nodes)-1)
+		for j := range nodes {
+			if j != i {
+				peers = append(peers, nodes[j])
+			}
+		}
+		p.endpoints = append(p.endpoints, &endpoint{
+			addr:     addr,
+			ln:       ln,
+			rewriter: &systables.Rewriter{Local: nodes[i], Peers: peers},
+		})
+	}
+	return nil
+}
+
+func (p *Proxy) accept(ctx context.Context, e *endpoint) {
+	var delay time.Duration
+	for {
+		nc, err := e.ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: back off and retry,
+			// as net/http does.
+			if delay == 0 {
+				delay = 5 * time.Millisecond
+			} else if delay < time.Second {
+				delay *= 2
+			}
+			p.log.Warn("accept failed", zap.String("listen", e.addr), zap.Error(err), zap.Duration("retry_in", delay))
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		c := newClient(p, e, nc)
+		p.mu.Lock()
+		p.clients[c] = struct{}{}
+		p.wg.Add(1)
+		p.mu.Unlock()
+		p.metrics.clientConns.Inc()
+		p.metrics.clientConnsTotal.Inc()
+		go func() {
+			defer p.wg.Done()
+			c.serve()
+			p.mu.Lock()
+			delete(p.clients, c)
+			p.mu.Unlock()
+			p.metrics.clientConns.Dec()
+		}()
+	}
+}
+
+// drain waits until no client has a request in flight, or timeout, then
+// closes every client connection.
+func (p *Proxy) drain(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		busy := false
+		p.mu.Lock()
+		for c := range p.clients {
+			if c.inflight.Load() > 0 {
+				busy = true
+				break
+			}
+		}
+		p.mu.Unlock()
+		if !busy {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.mu.Lock()
+	for c := range p.clients {
+		c.close(errors.New("proxy shutting down"))
+	}
+	p.mu.Unlock()
+}
+
+// maxVersion is the highest protocol version offered to clients: the
+// configured maximum, lowered to what the cluster speaks.
+func (p *Proxy) maxVersion() byte {
+	v := byte(p.cfg.ProtocolVersionMax)
+	if cv := p.cluster.Version(); cv != 0 && cv < v {
+		v = cv
+	}
+	return v
+}
+
+// broadcastSchemaChange forwards a SCHEMA_CHANGE event from the control
+// connection to every client that registered for it. The event body is the
+// same in v3, v4 and v5, so only the header's version changes.
+func (p *Proxy) broadcastSchemaChange(ev *frame.Buf) {
+	defer ev.Release()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.clients {
+		if !c.schemaEvents.Load() {
+			continue
+		}
+		b := frame.GetBuf(len(ev.B))
+		copy(b.B, ev.B)
+		b.B[0] = c.version | frame.ResponseBit
+		frame.SetStream(b.B, frame.EventStream)
+		c.send(b)
+	}
+}
+
+func parseUUID(s string) ([16]byte, error) {
+	var id [16]byte
+	hex := make([]byte, 0, 32)
+	for i := 0; i < len(s); i++ {
+		if s[i] != '-' {
+			hex = append(hex, s[i])
+		}
+	}
+	if len(hex) != 32 {
+		return id, fmt.Errorf("%q is not a UUID", s)
+	}
+	for i := 0; i < 16; i++ {
+		v, err := strconv.ParseUint(string(hex[2*i:2*i+2]), 16, 8)
+		if err != nil {
+			return id, fmt.Errorf("%q is not a UUID", s)
+		}
+		id[i] = byte(v)
+	}
+	return id, nil
+}

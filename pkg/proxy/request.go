@@ -1,0 +1,435 @@
+package proxy
+
+// This file is the hot path, top to bottom: read a frame, decide what it
+// is, pick a node, forward it, and route the answer back to the client's
+// stream. Everything that is not a plain forward (system tables, USE,
+// PREPARE bookkeeping, re-prepare) branches off here and is kept short.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cqlgate/cqlgate/pkg/backend"
+	"github.com/cqlgate/cqlgate/pkg/frame"
+	"github.com/cqlgate/cqlgate/pkg/systables"
+)
+
+// maxReprepares bounds re-prepare rounds for one request: a BATCH may name
+// several statements a restarted node has forgotten.
+const maxReprepares = 8
+
+// request is one client request on its way through the proxy. It is the
+// backend.Handler for its own answer, so forwarding allocates nothing.
+type request struct {
+	c      *client
+	buf    *frame.Buf // the request frame; its stream id is rewritten per send
+	stream int16      // the client's stream id
+	op     byte
+	pool   *backend.Pool
+	node   *backend.Node // where it was last sent
+	start  time.Time
+
+	table       systables.Table // system table query answered for the proxy
+	useKeyspace string          // USE: the keyspace it switches to
+	prepQuery   string          // PREPARE: the statement...
+	prepKS      string          // ...and the keyspace it is prepared in
+	retries     int8
+	reprepares  int8
+	unprepared  *frame.Buf // the UNPREPARED answer, kept while re-preparing
+}
+
+var requestPool = sync.Pool{New: func() any { return new(request) }}
+
+// readLoop reads requests until the connection ends.
+func (c *client) readLoop() {
+	for {
+		b, err := c.r.ReadFrame()
+		if err != nil {
+			if c.answerReadError(err) {
+				continue
+			}
+			c.close(err)
+			return
+		}
+		c.handle(b)
+	}
+}
+
+// handle takes ownership of one request frame.
+func (c *client) handle(b *frame.Buf) {
+	h := frame.ParseHeader(b.B)
+	if h.Version != c.version {
+		c.protocolError(b, h.Stream, fmt.Sprintf("Invalid message version. Got %d but previous messages on this connection had version %d", h.Version, c.version))
+		return
+	}
+	if h.Stream < 0 {
+		c.protocolError(b, h.Stream, fmt.Sprintf("Invalid stream id %d: negative ids are reserved for server events", h.Stream))
+		return
+	}
+	req := requestPool.Get().(*request)
+	*req = request{c: c, buf: b, stream: h.Stream, op: h.Opcode, pool: c.pool.Load()}
+	body := frame.Body(b.B)
+
+	switch h.Opcode {
+	case frame.OpQuery:
+		q, err := frame.QueryString(body)
+		if err != nil {
+			c.reject(req, frame.ErrCodeProtocol, "Invalid QUERY message: "+err.Error())
+			return
+		}
+		if t := systables.Classify(q, *c.keyspace.Load()); t != systables.TableNone {
+			req.table = t
+		} else if ks, ok := systables.ParseUse(q); ok {
+			c.use(req, ks)
+			return
+		}
+	case frame.OpPrepare:
+		q, err := frame.QueryString(body)
+		if err != nil {
+			c.reject(req, frame.ErrCodeProtocol, "Invalid PREPARE message: "+err.Error())
+			return
+		}
+		req.prepQuery = string(q)
+		if req.prepKS, _ = frame.PrepareKeyspace(c.version, body); req.prepKS == "" {
+			req.prepKS = *c.keyspace.Load()
+		}
+	case frame.OpExecute, frame.OpBatch:
+	case frame.OpOptions:
+		c.answer(req, frame.AppendSupported(nil, c.version, h.Stream, c.p.supported()))
+		return
+	case frame.OpRegister:
+		c.register(req, body)
+		return
+	case frame.OpStartup:
+		c.reject(req, frame.ErrCodeProtocol, "Unexpected message STARTUP, the connection is already initialized")
+		return
+	default:
+		c.reject(req, frame.ErrCodeProtocol, "Unknown or unexpected opcode "+frame.OpcodeName(h.Opcode))
+		return
+	}
+	c.forward(req)
+}
+
+// forward sends req to Cassandra.
+func (c *client) forward(req *request) {
+	c.inflight.Add(1)
+	req.start = time.Now()
+	c.p.metrics.request(req.op)
+	req.send(nil)
+}
+
+// send picks the least-loaded node (other than avoid, when there is one)
+// and queues the request there; if no connection can take it, the client
+// gets an error on its stream.
+func (r *request) send(avoid *backend.Node) {
+	for attempt := 0; attempt < 3; attempt++ {
+		conn, np := r.pool.Pick(avoid)
+		if conn == nil && avoid != nil {
+			conn, np = r.pool.Pick(nil)
+		}
+		if conn == nil {
+			r.fail(frame.ErrCodeServer, "cqlgate: no Cassandra node is available")
+			return
+		}
+		r.node = np.Node()
+		err := conn.Send(r.buf.B, r)
+		if err == nil {
+			return
+		}
+		if errors.Is(err, backend.ErrNoStreams) && attempt == 2 {
+			r.fail(frame.ErrCodeOverloaded, "cqlgate: every stream id of every Cassandra connection is in use")
+			return
+		}
+		avoid = r.node
+	}
+	r.fail(frame.ErrCodeServer, "cqlgate: no Cassandra connection accepted the request")
+}
+
+// OnResponse routes Cassandra's answer back to the client's stream. It runs
+// on the backend connection's read loop and must not block.
+func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
+	c := r.c
+	switch frame.Opcode(resp.B) {
+	case frame.OpError:
+		if r.reprepare(conn, resp) {
+			return
+		}
+	case frame.OpResult:
+		switch {
+		case r.table != systables.TableNone:
+			resp = c.rewriteSystem(r.table, resp)
+		case r.useKeyspace != "":
+			if ks, err := frame.SetKeyspaceName(resultBody(resp.B)); err == nil {
+				c.keyspace.Store(&ks)
+				c.pool.Store(r.pool)
+			}
+		case r.prepQuery != "":
+			if id, err := frame.PreparedID(resultBody(resp.B)); err == nil {
+				c.p.remember(id, r.prepQuery, r.prepKS, c.version, r.node)
+			}
+		}
+	}
+	frame.SetStream(resp.B, r.stream)
+	c.send(resp)
+	r.finish()
+}
+
+// OnFailure runs when the connection carrying the request died. A request
+// that never left the proxy is sent again elsewhere; one that may have
+// reached Cassandra is answered with an error, because it may have run.
+func (r *request) OnFailure(conn *backend.Conn, err error, sent bool) {
+	if !sent && r.retries < 2 {
+		r.retries++
+		r.c.p.metrics.retries.Inc()
+		r.send(r.node)
+		return
+	}
+	r.c.log.Debug("backend connection lost with request in flight", zap.String("node", conn.Addr()), zap.Error(err))
+	r.fail(frame.ErrCodeServer, "cqlgate: the connection to Cassandra was lost before the response; the request may or may not have been executed")
+}
+
+// fail answers the client with an error the proxy generated.
+func (r *request) fail(code int32, msg string) {
+	r.c.p.metrics.proxyError(code)
+	r.c.sendError(r.stream, code, msg)
+	r.finish()
+}
+
+func (r *request) finish() {
+	c := r.c
+	c.p.metrics.requestDuration.Observe(time.Since(r.start).Seconds())
+	c.inflight.Add(-1)
+	r.buf.Release()
+	if r.unprepared != nil {
+		r.unprepared.Release()
+	}
+	*r = request{}
+	requestPool.Put(r)
+}
+
+// answer replies to a request the proxy handles itself.
+func (c *client) answer(req *request, f []byte) {
+	b := frame.GetBuf(len(f))
+	copy(b.B, f)
+	c.send(b)
+	req.buf.Release()
+	*req = request{}
+	requestPool.Put(req)
+}
+
+// reject answers a request the proxy refuses with an ERROR.
+func (c *client) reject(req *request, code int32, msg string) {
+	c.p.metrics.proxyError(code)
+	c.answer(req, frame.AppendError(nil, c.version, req.stream, code, msg))
+}
+
+func (c *client) protocolError(b *frame.Buf, stream int16, msg string) {
+	b.Release()
+	c.p.metrics.proxyError(frame.ErrCodeProtocol)
+	c.sendError(stream, frame.ErrCodeProtocol, msg)
+}
+
+// register records the events a client wants. Only SCHEMA_CHANGE is ever
+// sent: the proxy's own topology does not change, and node events would
+// name Cassandra nodes the client must not see.
+func (c *client) register(req *request, body []byte) {
+	events, err := frame.ReadStringList(body)
+	if err != nil {
+		c.reject(req, frame.ErrCodeProtocol, "Invalid REGISTER message: "+err.Error())
+		return
+	}
+	for _, e := range events {
+		switch e {
+		case "SCHEMA_CHANGE":
+			c.schemaEvents.Store(true)
+		case "TOPOLOGY_CHANGE", "STATUS_CHANGE":
+		default:
+			c.reject(req, frame.ErrCodeProtocol, "Invalid value '"+e+"' for Event.Type")
+			return
+		}
+	}
+	c.answer(req, frame.AppendReady(nil, c.version, req.stream))
+}
+
+// use switches the client to the pool whose connections have ks as their
+// keyspace, so its unqualified table names resolve as on a direct
+// connection while backend connections stay shared. The USE itself is then
+// forwarded, so the client gets Cassandra's own answer; the switch takes
+// effect when that answer arrives (see OnResponse).
+func (c *client) use(req *request, ks string) {
+	pool, err := c.p.cluster.Pool(c.p.ctx, c.version, ks)
+	if err != nil {
+		var se *backend.ServerError
+		if errors.As(err, &se) {
+			// Cassandra refused the USE (e.g. no such keyspace): relay it.
+			c.answer(req, frame.AppendFrame(nil, c.version, true, 0, req.stream, frame.OpError, se.Body))
+			return
+		}
+		c.log.Warn("cannot open pool for keyspace", zap.String("keyspace", ks), zap.Error(err))
+		c.reject(req, frame.ErrCodeServer, "cqlgate: no Cassandra node available")
+		return
+	}
+	req.pool = pool
+	req.useKeyspace = ks
+	c.forward(req)
+}
+
+// reprepare handles UNPREPARED for a statement prepared through the proxy:
+// it prepares it again on the node that forgot it (after a restart, or
+// because it was prepared elsewhere) and sends the request again, so the
+// client never sees the error. It reports false when the error should go
+// to the client as is.
+func (r *request) reprepare(conn *backend.Conn, resp *frame.Buf) bool {
+	if (r.op != frame.OpExecute && r.op != frame.OpBatch) || r.reprepares >= maxReprepares {
+		return false
+	}
+	if code, _, err := frame.ErrorCode(frame.Body(resp.B)); err != nil || code != frame.ErrCodeUnprepared {
+		return false
+	}
+	id, err := frame.UnpreparedID(frame.Body(resp.B))
+	if err != nil {
+		return false
+	}
+	st, ok := r.c.p.prep.get(id)
+	if !ok {
+		return false // the driver prepares it again itself
+	}
+	r.reprepares++
+	if r.unprepared != nil {
+		r.unprepared.Release()
+	}
+	r.unprepared = resp
+	// Preparing is a round trip: leave the backend read loop.
+	go r.prepareAndResend(st, r.node)
+	return true
+}
+
+func (r *request) prepareAndResend(st statement, node *backend.Node) {
+	c := r.c
+	ctx, cancel := context.WithTimeout(c.p.ctx, c.p.cfg.RequestTimeout)
+	defer cancel()
+	if err := c.p.prepareOn(ctx, st, c.version, node); err != nil {
+		c.log.Debug("re-prepare failed", zap.String("node", node.Addr), zap.Error(err))
+		resp := r.unprepared
+		r.unprepared = nil
+		frame.SetStream(resp.B, r.stream)
+		c.send(resp)
+		r.finish()
+		return
+	}
+	c.p.metrics.reprepares.Inc()
+	r.unprepared.Release()
+	r.unprepared = nil
+	if conn := r.pool.OnNode(node); conn != nil && conn.Send(r.buf.B, r) == nil {
+		return
+	}
+	r.send(nil)
+}
+
+// rewriteSystem turns Cassandra's answer about system.local or
+// system.peers(_v2) into the proxy's own, so drivers see only the proxy. If
+// that fails the client gets an error rather than node addresses.
+func (c *client) rewriteSystem(t systables.Table, resp *frame.Buf) *frame.Buf {
+	body := resultBody(resp.B)
+	var out []byte
+	var err error
+	if t == systables.TableLocal {
+		if info, perr := systables.ParseLocal(c.version, body); perr == nil {
+			c.p.lastLocal.Store(&info)
+		}
+		out, err = c.ep.rewriter.RewriteLocal(c.version, body)
+	} else {
+		var info systables.LocalInfo
+		if li := c.p.lastLocal.Load(); li != nil {
+			info = *li
+		}
+		out, err = c.ep.rewriter.RewritePeers(c.version, body, info.SchemaVersion, info.ReleaseVersion)
+	}
+	stream := frame.Stream(resp.B)
+	resp.Release()
+	if err != nil {
+		c.log.Warn("cannot rewrite system table result", zap.Error(err))
+		c.p.metrics.proxyError(frame.ErrCodeServer)
+		f := frame.AppendError(nil, c.version, stream, frame.ErrCodeServer, "cqlgate: cannot rewrite system table result")
+		b := frame.GetBuf(len(f))
+		copy(b.B, f)
+		return b
+	}
+	// Tracing ids, warnings and custom payloads are dropped with the
+	// original body: they described the node, not the proxy.
+	b := frame.GetBuf(frame.HeaderLen + len(out))
+	frame.PutHeader(b.B, frame.Header{Version: c.version, Response: true, Stream: stream, Opcode: frame.OpResult, Length: int32(len(out))})
+	copy(frame.Body(b.B), out)
+	return b
+}
+
+// resultBody returns the RESULT message inside a response frame, past the
+// tracing id, warnings and custom payload that header flags announce.
+func resultBody(f []byte) []byte {
+	body := frame.Body(f)
+	flags := f[1]
+	if flags&frame.FlagTracing != 0 {
+		if len(body) < 16 {
+			return nil
+		}
+		body = body[16:]
+	}
+	if flags&frame.FlagWarning != 0 {
+		body = skipStringList(body)
+	}
+	if flags&frame.FlagCustomPayload != 0 {
+		body = skipBytesMap(body)
+	}
+	return body
+}
+
+func skipStringList(b []byte) []byte {
+	if len(b) < 2 {
+		return nil
+	}
+	n := int(b[0])<<8 | int(b[1])
+	b = b[2:]
+	for i := 0; i < n; i++ {
+		if len(b) < 2 {
+			return nil
+		}
+		l := int(b[0])<<8 | int(b[1])
+		if len(b) < 2+l {
+			return nil
+		}
+		b = b[2+l:]
+	}
+	return b
+}
+
+func skipBytesMap(b []byte) []byte {
+	if len(b) < 2 {
+		return nil
+	}
+	n := int(b[0])<<8 | int(b[1])
+	b = b[2:]
+	for i := 0; i < n; i++ {
+		if len(b) < 2 {
+			return nil
+		}
+		l := int(b[0])<<8 | int(b[1])
+		if len(b) < 2+l+4 {
+			return nil
+		}
+		b = b[2+l:]
+		vl := int(int32(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])))
+		b = b[4:]
+		if vl > 0 {
+			if len(b) < vl {
+				return nil
+			}
+			b = b[vl:]
+		}
+	}
+	return b
+}
