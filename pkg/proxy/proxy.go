@@ -34,6 +34,7 @@ type Proxy struct {
 
 	endpoints []*endpoint
 	ready     atomic.Bool
+	serving   chan struct{} // closed once listening
 	ctx       context.Context // the Run context; cancelled at shutdown
 
 	mu      sync.Mutex
@@ -67,6 +68,7 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (*Proxy,
 		log:     log,
 		clients: map[*client]struct{}{},
 		ctx:     context.Background(),
+		serving: make(chan struct{}),
 	}
 	p.metrics = newMetrics(reg, p)
 	cache, err := newPreparedCache(cfg.PreparedCacheEntries)
@@ -125,15 +127,14 @@ func (p *Proxy) Addrs() []net.Addr {
 	return out
 }
 
+// Serving is closed once the proxy listens and answers clients; Addrs is
+// valid from then on.
+func (p *Proxy) Serving() <-chan struct{} { return p.serving }
+
 // Run connects to the cluster, binds the listen addresses and serves until
 // ctx is done; then it stops accepting, lets in-flight requests finish (up
 // to the request timeout), closes every connection and returns nil.
 func (p *Proxy) Run(ctx context.Context) error {
-	return p.run(ctx, nil)
-}
-
-// run is Run with a hook called once the proxy is serving (for tests).
-func (p *Proxy) run(ctx context.Context, started func()) error {
 	p.ctx = ctx
 	if err := p.cluster.Connect(ctx); err != nil {
 		return fmt.Errorf("connect to cluster: %w", err)
@@ -157,9 +158,7 @@ func (p *Proxy) run(ctx context.Context, started func()) error {
 	}
 	p.ready.Store(true)
 	p.log.Info("serving", zap.Strings("listen", p.cfg.Listen), zap.Uint8("protocol_version_max", p.maxVersion()))
-	if started != nil {
-		started()
-	}
+	close(p.serving)
 	<-ctx.Done()
 	p.ready.Store(false)
 	for _, e := range p.endpoints {

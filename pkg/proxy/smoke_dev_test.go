@@ -27,11 +27,10 @@ func TestDevSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan struct{})
 	done := make(chan error, 1)
-	go func() { done <- p.run(ctx, func() { close(started) }) }()
+	go func() { done <- p.Run(ctx) }()
 	select {
-	case <-started:
+	case <-p.Serving():
 	case err := <-done:
 		t.Fatal(err)
 	}
