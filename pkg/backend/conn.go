@@ -229,11 +229,20 @@ func (c *Conn) InFlight() int { return int(c.inflight.Load()) }
 // Done is closed when the connection starts closing.
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
-// Send assigns a free stream id to the request frame f (rewriting its header
-// in place), registers h for the answer and queues f for writing. f must stay
-// untouched until h is called. On error nothing was queued and h is never
-// called.
+// Send queues f like Queue and flushes the connection.
 func (c *Conn) Send(f []byte, h Handler) error {
+	if err := c.Queue(f, h); err != nil {
+		return err
+	}
+	c.Flush()
+	return nil
+}
+
+// Queue assigns a free stream id to the request frame f (rewriting its
+// header in place), registers h for the answer and queues f; it is written
+// by the next Flush, on this or any other goroutine. f must stay untouched
+// until h is called. On error nothing was queued and h is never called.
+func (c *Conn) Queue(f []byte, h Handler) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -249,15 +258,24 @@ func (c *Conn) Send(f []byte, h Handler) error {
 	c.pending[id] = slot{h: h}
 	frame.SetStream(f, id)
 	c.queue = append(c.queue, f)
+	c.mu.Unlock()
 	c.inflight.Add(1)
-	if c.writing {
+	return nil
+}
+
+// Flush writes the queued frames. If another goroutine is writing already,
+// it returns at once: that writer picks up what was queued. So a burst of
+// requests from many clients costs one syscall, and a lone request costs no
+// goroutine hand-off.
+func (c *Conn) Flush() {
+	c.mu.Lock()
+	if c.writing || len(c.queue) == 0 {
 		c.mu.Unlock()
-		return nil
+		return
 	}
 	c.writing = true
 	c.flushLocked()
 	c.mu.Unlock()
-	return nil
 }
 
 // flushLocked writes queued frames until the queue stays empty. It is called

@@ -33,6 +33,9 @@ type client struct {
 	pool         atomic.Pointer[backend.Pool]
 	schemaEvents atomic.Bool
 	inflight     atomic.Int64
+	// dirty lists backend connections with requests queued by readLoop
+	// and not yet flushed; only readLoop touches it.
+	dirty []*backend.Conn
 
 	mu     sync.Mutex
 	queue  []*frame.Buf

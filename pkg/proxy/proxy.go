@@ -34,7 +34,7 @@ type Proxy struct {
 
 	endpoints []*endpoint
 	ready     atomic.Bool
-	serving   chan struct{} // closed once listening
+	serving   chan struct{}   // closed once listening
 	ctx       context.Context // the Run context; cancelled at shutdown
 
 	mu      sync.Mutex

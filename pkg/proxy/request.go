@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,11 +46,15 @@ type request struct {
 
 var requestPool = sync.Pool{New: func() any { return new(request) }}
 
-// readLoop reads requests until the connection ends.
+// readLoop reads requests until the connection ends. Requests are queued
+// on backend connections as they are read and written out only when no
+// more input is buffered, so a client that pipelines many requests has them
+// forwarded in one syscall per backend connection.
 func (c *client) readLoop() {
 	for {
 		b, err := c.r.ReadFrame()
 		if err != nil {
+			c.flushBackends()
 			if c.answerReadError(err) {
 				continue
 			}
@@ -57,7 +62,19 @@ func (c *client) readLoop() {
 			return
 		}
 		c.handle(b)
+		if c.r.Buffered() == 0 {
+			c.flushBackends()
+		}
 	}
+}
+
+// flushBackends writes what this client queued on backend connections.
+func (c *client) flushBackends() {
+	for i, conn := range c.dirty {
+		conn.Flush()
+		c.dirty[i] = nil
+	}
+	c.dirty = c.dirty[:0]
 }
 
 // handle takes ownership of one request frame.
@@ -120,13 +137,27 @@ func (c *client) forward(req *request) {
 	c.inflight.Add(1)
 	req.start = time.Now()
 	c.p.metrics.request(req.op)
-	req.send(nil)
+	if conn := req.queue(); conn != nil && !slices.Contains(c.dirty, conn) {
+		c.dirty = append(c.dirty, conn)
+	}
 }
 
-// send picks the least-loaded node (other than avoid, when there is one)
-// and queues the request there; if no connection can take it, the client
-// gets an error on its stream.
+// send sends the request on the least-loaded node other than avoid (when
+// there is another) and flushes; it is the path for requests sent again
+// from other goroutines than the client's read loop.
 func (r *request) send(avoid *backend.Node) {
+	if conn := r.queueAvoiding(avoid); conn != nil {
+		conn.Flush()
+	}
+}
+
+func (r *request) queue() *backend.Conn { return r.queueAvoiding(nil) }
+
+// queueAvoiding picks the least-loaded node (other than avoid, when there
+// is one) and queues the request there, returning the connection to flush;
+// if no connection can take it, the client gets an error on its stream and
+// the result is nil.
+func (r *request) queueAvoiding(avoid *backend.Node) *backend.Conn {
 	for attempt := 0; attempt < 3; attempt++ {
 		conn, np := r.pool.Pick(avoid)
 		if conn == nil && avoid != nil {
@@ -134,20 +165,21 @@ func (r *request) send(avoid *backend.Node) {
 		}
 		if conn == nil {
 			r.fail(frame.ErrCodeServer, "cqlgate: no Cassandra node is available")
-			return
+			return nil
 		}
 		r.node = np.Node()
-		err := conn.Send(r.buf.B, r)
+		err := conn.Queue(r.buf.B, r)
 		if err == nil {
-			return
+			return conn
 		}
 		if errors.Is(err, backend.ErrNoStreams) && attempt == 2 {
 			r.fail(frame.ErrCodeOverloaded, "cqlgate: every stream id of every Cassandra connection is in use")
-			return
+			return nil
 		}
 		avoid = r.node
 	}
 	r.fail(frame.ErrCodeServer, "cqlgate: no Cassandra connection accepted the request")
+	return nil
 }
 
 // OnResponse routes Cassandra's answer back to the client's stream. It runs
@@ -262,6 +294,7 @@ func (c *client) register(req *request, body []byte) {
 // forwarded, so the client gets Cassandra's own answer; the switch takes
 // effect when that answer arrives (see OnResponse).
 func (c *client) use(req *request, ks string) {
+	c.flushBackends() // opening a pool may take a while
 	pool, err := c.p.cluster.Pool(c.p.ctx, c.version, ks)
 	if err != nil {
 		var se *backend.ServerError

@@ -1,0 +1,65 @@
+# cqlgate: a CQL sidecar proxy. `make help` lists the targets.
+
+GO       ?= go
+BIN      ?= bin
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X main.version=$(VERSION)
+FUZZTIME ?= 30s
+STATICCHECK_VERSION ?= 2025.1.1
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## build bin/cqlgate (the proxy) and bin/loadgen
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/cqlgate ./cmd/proxy
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/loadgen ./cmd/loadgen
+
+.PHONY: demo
+demo: ## start a local Cassandra, the proxy, and compare loadgen direct vs proxied, then stop everything
+	bash scripts/demo.sh
+
+.PHONY: test
+test: ## the whole suite, with -race, against real Cassandra nodes started (and stopped) for it
+	bash scripts/test.sh
+
+.PHONY: unit
+unit: ## the tests that need no Cassandra (fast)
+	CQLGATE_SKIP_CASSANDRA=1 CQLGATE_SKIP_PYTHON=1 $(GO) test -race -count=1 ./pkg/... ./cmd/...
+
+.PHONY: bench
+bench: ## proxied vs direct on one local node: throughput, p50/p99 and proxy CPU per request
+	bash scripts/bench.sh
+
+.PHONY: microbench
+microbench: ## Go benchmarks of the frame layer and the hot path
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/frame/ ./pkg/systables/ ./pkg/proxy/
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
+	@set -e; for pkg in ./pkg/frame ./pkg/systables; do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+.PHONY: lint
+lint: ## go vet, gofmt and staticcheck
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+.PHONY: cassandra-start
+cassandra-start: ## start a 1-node local Cassandra on 127.0.10.1 (NODES=3 for a cluster)
+	bash scripts/cassandra-local.sh start --nodes $(or $(NODES),1)
+
+.PHONY: cassandra-stop
+cassandra-stop: ## stop the local Cassandra started by cassandra-start
+	bash scripts/cassandra-local.sh stop
+
+.PHONY: clean
+clean: ## remove build output
+	rm -rf $(BIN)

@@ -1,0 +1,193 @@
+// Command proxy runs cqlgate, a proxy for Cassandra's native protocol.
+//
+// Run it with --help for its settings. Besides CQL it serves /metrics,
+// /healthz and /readyz over HTTP on --admin-listen. SIGINT or SIGTERM start a
+// graceful shutdown; a second signal kills the process.
+//
+// Exit status: 0 after a clean shutdown, --help or --version; 1 on a runtime
+// error; 2 on a usage or configuration error.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/cqlgate/cqlgate/pkg/admin"
+	"github.com/cqlgate/cqlgate/pkg/config"
+	"github.com/cqlgate/cqlgate/pkg/proxy"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitRuntime = 1
+	exitUsage   = 2
+)
+
+// adminShutdownTimeout bounds how long scrapes in flight may delay exit.
+const adminShutdownTimeout = 5 * time.Second
+
+// server is what run needs of the CQL proxy; *proxy.Proxy implements it.
+type server interface {
+	// Run serves until ctx is done, then drains and returns nil, or returns
+	// the error that stopped it.
+	Run(ctx context.Context) error
+	// Ready returns nil while the proxy serves, else why it does not.
+	Ready() error
+}
+
+// newServerFunc builds the proxy; it has the signature of proxy.New.
+type newServerFunc func(config.Config, *zap.Logger, prometheus.Registerer) (server, error)
+
+// app holds run's dependencies, so that tests can substitute a fake proxy
+// without package-level state.
+type app struct {
+	newServer newServerFunc
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // restore default handling: a second signal kills the process
+	}()
+	a := app{newServer: func(c config.Config, l *zap.Logger, r prometheus.Registerer) (server, error) {
+		return proxy.New(c, l, r)
+	}}
+	// When pkg/proxy lands, replace the line above with:
+	os.Exit(a.run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+}
+
+// run is the whole program: it loads the configuration from args and env,
+// serves until ctx is done, and returns the exit code. Usage and version text
+// go to stdout; errors and logs go to stderr.
+func (a app) run(ctx context.Context, args, env []string, stdout, stderr io.Writer) int {
+	cfg, err := config.Load(args, env, stdout)
+	switch {
+	case errors.Is(err, config.ErrHelp):
+		return exitOK
+	case errors.Is(err, config.ErrVersion):
+		fmt.Fprintln(stdout, versionString())
+		return exitOK
+	case err != nil:
+		printConfigError(stderr, err)
+		return exitUsage
+	}
+
+	log, err := newLogger(cfg.LogLevel, cfg.LogFormat, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "cqlgate: %v\n", err)
+		return exitRuntime
+	}
+	defer func() { _ = log.Sync() }() // fails harmlessly on terminals and pipes
+
+	info := readBuildInfo()
+	log.Info("starting cqlgate",
+		zap.String("version", info.version),
+		zap.String("revision", info.revision),
+		zap.String("go_version", info.goVersion),
+		zap.Any("config", cfg.LogSafe()),
+	)
+
+	if err := a.serve(ctx, cfg, log, info); err != nil {
+		log.Error("cqlgate failed", zap.Error(err))
+		return exitRuntime
+	}
+	log.Info("cqlgate stopped")
+	return exitOK
+}
+
+// serve starts the admin server and runs the proxy until ctx is done.
+func (a app) serve(ctx context.Context, cfg config.Config, log *zap.Logger, info buildInfo) error {
+	reg := admin.NewRegistry()
+	if err := reg.Register(info.collector()); err != nil {
+		return fmt.Errorf("registering build info: %w", err)
+	}
+
+	srv, err := a.newServer(cfg, log, reg)
+	if err != nil {
+		return fmt.Errorf("creating proxy: %w", err)
+	}
+
+	// Report not-ready as soon as shutdown begins, so that load balancers
+	// stop sending new clients while connections drain.
+	ready := func() error {
+		if ctx.Err() != nil {
+			return errors.New("shutting down")
+		}
+		return srv.Ready()
+	}
+	adm := admin.New(cfg.AdminListen, reg, ready, log)
+	if err := adm.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), adminShutdownTimeout)
+		defer cancel()
+		if err := adm.Shutdown(sctx); err != nil {
+			log.Warn("admin server shutdown", zap.Error(err))
+		}
+	}()
+
+	err = srv.Run(ctx)
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		err = nil // stopped as asked
+	}
+	if err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	return nil
+}
+
+// printConfigError writes a configuration error: one line, or a list of
+// problems, followed by a pointer to --help.
+func printConfigError(w io.Writer, err error) {
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) == 1 {
+		fmt.Fprintf(w, "cqlgate: %s\n", lines[0])
+	} else {
+		fmt.Fprintf(w, "cqlgate: %d configuration problems:\n", len(lines))
+		for _, l := range lines {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
+	fmt.Fprintln(w, "Run 'cqlgate --help' for usage.")
+}
+
+// newLogger returns a logger writing to w in the given format ("json" or
+// "console") at the given level and above. Like zap's production preset it
+// samples repetitive messages.
+func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("log level: %w", err)
+	}
+	ec := zap.NewProductionEncoderConfig()
+	ec.TimeKey = "ts"
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	ec.EncodeDuration = zapcore.StringDurationEncoder
+	var enc zapcore.Encoder
+	switch format {
+	case "json":
+		enc = zapcore.NewJSONEncoder(ec)
+	case "console":
+		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(ec)
+	default:
+		return nil, fmt.Errorf("unknown log format %q", format)
+	}
+	sink := zapcore.Lock(zapcore.AddSync(w))
+	core := zapcore.NewSamplerWithOptions(zapcore.NewCore(enc, sink, lvl), time.Second, 100, 100)
+	return zap.New(core, zap.AddCaller(), zap.ErrorOutput(sink)), nil
+}

@@ -1,0 +1,434 @@
+// Package config defines cqlgate's settings and loads them from defaults, a
+// YAML file, environment variables and command-line flags, in increasing
+// order of precedence.
+//
+// Every setting is a field of Config. Its struct tags declare the flag name,
+// environment variable, YAML key, default, help text and whether it can be
+// reloaded or must be masked in logs; the loaders, the usage text, LogSafe and
+// Fields are all driven by those tags, so adding a setting means adding one
+// field (plus its checks in Validate).
+//
+// Lists are comma-separated in flags and environment variables and YAML
+// sequences in the file. Durations use Go syntax everywhere (300ms, 5s,
+// 1m30s).
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultCQLPort is the port added to contact points given without one.
+const DefaultCQLPort = "9042"
+
+const (
+	programName = "cqlgate"
+	versionHelp = "print version information and exit"
+)
+
+// ErrHelp is returned (wrapped) by Load when the command line asks for help,
+// after the usage text has been written. It is flag.ErrHelp.
+var ErrHelp = flag.ErrHelp
+
+// ErrVersion is returned (wrapped) by Load when the command line contains
+// --version. Nothing else is loaded or checked; the caller prints the version.
+var ErrVersion = errors.New("version requested")
+
+// Config holds every cqlgate setting. The zero value is not useful: start
+// from Default or Load. Validate normalizes some fields; see there.
+type Config struct {
+	Listen []string `flag:"listen" env:"CQLGATE_LISTEN" yaml:"listen" default:"127.0.0.1:9042" help:"client-facing CQL listen addresses, HOST:PORT, comma-separated"`
+
+	ContactPoints []string `flag:"contact-points" env:"CQLGATE_CONTACT_POINTS" yaml:"contact_points" required:"true" help:"Cassandra nodes to discover the cluster from, HOST[:PORT], comma-separated; the port defaults to 9042 and IPv6 addresses with a port go in brackets, e.g. [::1]:9042"`
+
+	AdminListen string `flag:"admin-listen" env:"CQLGATE_ADMIN_LISTEN" yaml:"admin_listen" default:"127.0.0.1:9180" help:"HOST:PORT of the HTTP server for /metrics, /healthz and /readyz"`
+
+	ConfigFile string `flag:"config" env:"CQLGATE_CONFIG" yaml:"-" help:"YAML file of settings, keyed by the names shown as yaml below; environment variables and flags override it"`
+
+	AdvertiseAddress string `flag:"advertise-address" env:"CQLGATE_ADVERTISE_ADDRESS" yaml:"advertise_address" help:"IP address reported to drivers as this node's rpc_address; defaults to the host of the first --listen address, and must be set when that host is unspecified (0.0.0.0 or ::) or a name"`
+
+	ConnectionsPerNode int `flag:"connections-per-node" env:"CQLGATE_CONNECTIONS_PER_NODE" yaml:"connections_per_node" default:"2" help:"connections kept open to each Cassandra node (1-64)"`
+
+	MaxFrameBytes int `flag:"max-frame-bytes" env:"CQLGATE_MAX_FRAME_BYTES" yaml:"max_frame_bytes" default:"16777216" help:"largest frame accepted from a client or a node, in bytes (65536-268435456); like Cassandra's native_transport_max_frame_size"`
+
+	ConnectTimeout time.Duration `flag:"connect-timeout" env:"CQLGATE_CONNECT_TIMEOUT" yaml:"connect_timeout" default:"5s" help:"time allowed to connect to a Cassandra node, including the protocol handshake"`
+
+	HeartbeatInterval time.Duration `flag:"heartbeat-interval" env:"CQLGATE_HEARTBEAT_INTERVAL" yaml:"heartbeat_interval" default:"30s" help:"interval between heartbeats on idle node connections; 0 disables them"`
+
+	ReconnectBaseDelay time.Duration `flag:"reconnect-base-delay" env:"CQLGATE_RECONNECT_BASE_DELAY" yaml:"reconnect_base_delay" default:"200ms" help:"delay before the first attempt to reconnect to a node; it grows exponentially with each failure"`
+
+	ReconnectMaxDelay time.Duration `flag:"reconnect-max-delay" env:"CQLGATE_RECONNECT_MAX_DELAY" yaml:"reconnect_max_delay" default:"30s" help:"upper bound of the reconnect delay; at least --reconnect-base-delay"`
+
+	RequestTimeout time.Duration `flag:"request-timeout" env:"CQLGATE_REQUEST_TIMEOUT" yaml:"request_timeout" default:"15s" help:"proxy-side deadline of a request; keep it above the cluster's server-side timeouts (read_request_timeout, write_request_timeout, range_request_timeout...) so that Cassandra reports its own timeouts first"`
+
+	PreparedCacheEntries int `flag:"prepared-cache-entries" env:"CQLGATE_PREPARED_CACHE_ENTRIES" yaml:"prepared_cache_entries" default:"20000" help:"prepared statements remembered for re-preparing on other nodes (at least 100)"`
+
+	HostID string `flag:"host-id" env:"CQLGATE_HOST_ID" yaml:"host_id" help:"host_id UUID this proxy reports in system.local; empty derives one"`
+
+	DataCenter string `flag:"data-center" env:"CQLGATE_DATA_CENTER" yaml:"data_center" help:"data center this proxy reports in system.local; empty reports the backend node's"`
+
+	ProtocolVersionMax int `flag:"protocol-version-max" env:"CQLGATE_PROTOCOL_VERSION_MAX" yaml:"protocol_version_max" default:"5" help:"highest native protocol version offered to clients (3-5)"`
+
+	LogLevel string `flag:"log-level" env:"CQLGATE_LOG_LEVEL" yaml:"log_level" default:"info" help:"minimum log level: debug, info, warn or error"`
+
+	LogFormat string `flag:"log-format" env:"CQLGATE_LOG_FORMAT" yaml:"log_format" default:"json" help:"log encoding: json or console"`
+}
+
+// configSchema is Config's parsed tag set. It is computed once and never
+// modified.
+var configSchema = sync.OnceValue(func() *schema {
+	s, err := newSchema(reflect.TypeFor[Config]())
+	if err != nil {
+		panic(err) // a broken tag; TestFields catches it
+	}
+	return s
+})
+
+// Default returns the configuration made of the defaults alone. It does not
+// pass Validate, since ContactPoints has no default.
+func Default() Config {
+	return configSchema().defaults().Interface().(Config)
+}
+
+// Fields describes every setting, in declaration order, for documentation.
+func Fields() []Field {
+	return configSchema().publicFields()
+}
+
+// LogSafe returns the settings keyed by Field.Key, with durations as text and
+// secret settings masked, for a startup log line.
+func (c Config) LogSafe() map[string]any {
+	return configSchema().logSafe(reflect.ValueOf(c))
+}
+
+// Load builds the configuration from, in increasing order of precedence, the
+// defaults, the YAML file named by --config or $CQLGATE_CONFIG, the
+// environment variables in env (os.Environ form) and the flags in args
+// (without the program name). It returns a validated Config.
+//
+// When args ask for help, Load writes the usage text to usage and returns an
+// error wrapping ErrHelp. When they contain --version it returns an error
+// wrapping ErrVersion. Other errors describe every problem found, each naming
+// the flag, variable or file line at fault.
+func Load(args, env []string, usage io.Writer) (Config, error) {
+	s := configSchema()
+	pa, err := s.parseArgs(args)
+	if errors.Is(err, flag.ErrHelp) {
+		if _, werr := io.WriteString(usage, s.usage()); werr != nil {
+			return Config{}, fmt.Errorf("writing usage: %w", werr)
+		}
+		return Config{}, fmt.Errorf("help requested: %w", ErrHelp)
+	}
+	if err != nil {
+		return Config{}, err
+	}
+	if pa.version {
+		return Config{}, fmt.Errorf("%s: %w", programName, ErrVersion)
+	}
+
+	v := s.defaults()
+	envs := envMap(env)
+	cf := s.fields[s.byName["ConfigFile"]]
+	path := envs[cf.Env]
+	if vals := pa.values[s.byName["ConfigFile"]]; len(vals) > 0 {
+		path = vals[len(vals)-1]
+	}
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("reading config file: %w", err)
+		}
+		if err := s.applyYAML(v, data); err != nil {
+			return Config{}, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+	if err := errors.Join(s.applyEnv(v, envs), s.applyFlags(v, pa)); err != nil {
+		return Config{}, err
+	}
+
+	cfg := v.Interface().(Config)
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// Validate reports every problem with c, joined with errors.Join, each
+// starting with the flag it concerns, e.g.
+//
+//	--connections-per-node: must be between 1 and 64, got 0
+//
+// It also normalizes c: contact points become HOST:PORT with the default
+// port added, AdvertiseAddress is filled from Listen when empty and written
+// in canonical form, HostID is lower-cased, and LogLevel and LogFormat are
+// lower-cased.
+func (c *Config) Validate() error {
+	p := problems{s: configSchema()}
+
+	v := reflect.ValueOf(c).Elem()
+	for _, f := range p.s.fields {
+		if fv := v.Field(f.index); f.Required && (fv.IsZero() || (f.kind == kindList && fv.Len() == 0)) {
+			p.add(f.Name, "required (set it with this flag, $%s or %s in the config file)", f.Env, f.YAML)
+		}
+	}
+
+	// Checks follow the order of the fields, and so do the messages.
+	var firstListenHost *string
+	seen := make(map[string]bool)
+	if len(c.Listen) == 0 {
+		p.add("Listen", "at least one HOST:PORT address is required")
+	}
+	for _, a := range c.Listen {
+		host, err := checkListenAddr(a)
+		if err != nil {
+			p.add("Listen", "%v", err)
+			continue
+		}
+		if seen[a] {
+			p.add("Listen", "%q is listed twice", a)
+		}
+		seen[a] = true
+		if firstListenHost == nil {
+			firstListenHost = &host
+		}
+	}
+
+	if len(c.ContactPoints) > 0 {
+		points := make([]string, 0, len(c.ContactPoints))
+		for _, cp := range c.ContactPoints {
+			hp, err := normalizeHostPort(cp, DefaultCQLPort)
+			if err != nil {
+				p.add("ContactPoints", "%v", err)
+				continue
+			}
+			if !slices.Contains(points, hp) {
+				points = append(points, hp)
+			}
+		}
+		c.ContactPoints = points
+	}
+
+	if c.AdminListen == "" {
+		p.add("AdminListen", "required")
+	} else if _, err := checkListenAddr(c.AdminListen); err != nil {
+		p.add("AdminListen", "%v", err)
+	}
+
+	switch {
+	case c.AdvertiseAddress != "":
+		ip, err := parseIP(c.AdvertiseAddress)
+		switch {
+		case err != nil:
+			p.add("AdvertiseAddress", "%q is not an IP address", c.AdvertiseAddress)
+		case ip.IsUnspecified():
+			p.add("AdvertiseAddress", "%s is unspecified; give the IP address drivers should connect to", ip)
+		default:
+			c.AdvertiseAddress = ip.String()
+		}
+	case firstListenHost != nil:
+		host := *firstListenHost
+		ip, err := parseIP(host)
+		switch {
+		case host == "" || (err == nil && ip.IsUnspecified()):
+			p.add("AdvertiseAddress", "required when --listen binds all interfaces (%s): set it to the IP address drivers should connect to", c.Listen[0])
+		case err != nil:
+			p.add("AdvertiseAddress", "required when the --listen host %q is not an IP address: set it to the IP address drivers should connect to", host)
+		default:
+			c.AdvertiseAddress = ip.String()
+		}
+	}
+
+	p.intRange("ConnectionsPerNode", c.ConnectionsPerNode, 1, 64)
+	p.intRange("MaxFrameBytes", c.MaxFrameBytes, 64<<10, 256<<20)
+
+	p.positive("ConnectTimeout", c.ConnectTimeout)
+	if c.HeartbeatInterval < 0 {
+		p.add("HeartbeatInterval", "must not be negative (0 disables heartbeats), got %v", c.HeartbeatInterval)
+	}
+	p.positive("ReconnectBaseDelay", c.ReconnectBaseDelay)
+	p.positive("ReconnectMaxDelay", c.ReconnectMaxDelay)
+	if c.ReconnectBaseDelay > 0 && c.ReconnectMaxDelay > 0 && c.ReconnectMaxDelay < c.ReconnectBaseDelay {
+		p.add("ReconnectMaxDelay", "must be at least --reconnect-base-delay (%v), got %v", c.ReconnectBaseDelay, c.ReconnectMaxDelay)
+	}
+	p.positive("RequestTimeout", c.RequestTimeout)
+
+	if c.PreparedCacheEntries < 100 {
+		p.add("PreparedCacheEntries", "must be at least 100, got %d", c.PreparedCacheEntries)
+	}
+
+	if c.HostID != "" {
+		id, err := canonicalUUID(c.HostID)
+		if err != nil {
+			p.add("HostID", "%v", err)
+		} else {
+			c.HostID = id
+		}
+	}
+
+	p.intRange("ProtocolVersionMax", c.ProtocolVersionMax, 3, 5)
+
+	c.LogLevel = strings.ToLower(c.LogLevel)
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
+		p.add("LogLevel", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	c.LogFormat = strings.ToLower(c.LogFormat)
+	if !slices.Contains([]string{"json", "console"}, c.LogFormat) {
+		p.add("LogFormat", "must be json or console, got %q", c.LogFormat)
+	}
+
+	return errors.Join(p.errs...)
+}
+
+// problems collects validation errors, prefixing each with its flag.
+type problems struct {
+	s    *schema
+	errs []error
+}
+
+func (p *problems) add(fieldName, format string, args ...any) {
+	i, ok := p.s.byName[fieldName]
+	if !ok {
+		panic("config: no field " + fieldName)
+	}
+	p.errs = append(p.errs, fmt.Errorf("--%s: %s", p.s.fields[i].Flag, fmt.Sprintf(format, args...)))
+}
+
+func (p *problems) intRange(fieldName string, n, lo, hi int) {
+	if n < lo || n > hi {
+		p.add(fieldName, "must be between %d and %d, got %d", lo, hi, n)
+	}
+}
+
+func (p *problems) positive(fieldName string, d time.Duration) {
+	if d <= 0 {
+		p.add(fieldName, "must be positive, got %v", d)
+	}
+}
+
+// checkListenAddr checks that a is HOST:PORT with a numeric port (0 picks a
+// free one) and returns the host, which may be empty.
+func checkListenAddr(a string) (string, error) {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return "", fmt.Errorf("invalid address %q: want HOST:PORT (%s)", a, addrErrCause(err))
+	}
+	if _, err := parsePort(port, true); err != nil {
+		return "", fmt.Errorf("invalid address %q: %w", a, err)
+	}
+	return host, nil
+}
+
+// normalizeHostPort turns HOST[:PORT] into HOST:PORT, adding defPort when the
+// port is missing. IPv6 addresses may be given bare (::1) or in brackets
+// ([::1], [::1]:9042); with a port they need the brackets.
+func normalizeHostPort(s, defPort string) (string, error) {
+	var host, port string
+	switch {
+	case strings.Contains(s, "://"):
+		return "", fmt.Errorf("invalid address %q: want HOST[:PORT], not a URL", s)
+	case strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]"):
+		host, port = s[1:len(s)-1], defPort
+	case strings.HasPrefix(s, "["):
+		h, p, err := net.SplitHostPort(s)
+		if err != nil {
+			return "", fmt.Errorf("invalid address %q: want HOST[:PORT] (%s)", s, addrErrCause(err))
+		}
+		host, port = h, p
+	case strings.Count(s, ":") == 0:
+		host, port = s, defPort
+	case strings.Count(s, ":") == 1:
+		h, p, err := net.SplitHostPort(s)
+		if err != nil {
+			return "", fmt.Errorf("invalid address %q: want HOST[:PORT] (%s)", s, addrErrCause(err))
+		}
+		host, port = h, p
+	default:
+		if _, err := netip.ParseAddr(s); err != nil {
+			return "", fmt.Errorf("invalid address %q: an IPv6 address with a port goes in brackets, e.g. [::1]:9042", s)
+		}
+		host, port = s, defPort
+	}
+	if host == "" {
+		return "", fmt.Errorf("invalid address %q: missing host", s)
+	}
+	if strings.ContainsAny(host, " \t/[]") {
+		return "", fmt.Errorf("invalid address %q: bad host %q", s, host)
+	}
+	if strings.Contains(host, ":") {
+		if _, err := netip.ParseAddr(host); err != nil {
+			return "", fmt.Errorf("invalid address %q: bad IPv6 address %q", s, host)
+		}
+	}
+	if _, err := parsePort(port, false); err != nil {
+		return "", fmt.Errorf("invalid address %q: %w", s, err)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+func parsePort(s string, allowZero bool) (int, error) {
+	n, err := strconv.Atoi(s)
+	lo := 1
+	if allowZero {
+		lo = 0
+	}
+	if err != nil || n < lo || n > 65535 {
+		return 0, fmt.Errorf("port %q must be a number between %d and 65535", s, lo)
+	}
+	return n, nil
+}
+
+func addrErrCause(err error) string {
+	var ae *net.AddrError
+	if errors.As(err, &ae) {
+		return ae.Err
+	}
+	return err.Error()
+}
+
+// parseIP parses an IP address, optionally in brackets, without a zone.
+// IPv4-mapped IPv6 addresses become IPv4.
+func parseIP(s string) (netip.Addr, error) {
+	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		s = s[1 : len(s)-1]
+	}
+	ip, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if ip.Zone() != "" {
+		return netip.Addr{}, fmt.Errorf("IP address %q has a zone", s)
+	}
+	return ip.Unmap(), nil
+}
+
+// canonicalUUID checks that s is a UUID in 8-4-4-4-12 hex form and returns
+// it lower-cased.
+func canonicalUUID(s string) (string, error) {
+	bad := fmt.Errorf("%q is not a UUID (want the form 123e4567-e89b-12d3-a456-426614174000)", s)
+	if len(s) != 36 {
+		return "", bad
+	}
+	for i := range len(s) {
+		switch c := s[i]; {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return "", bad
+			}
+		case '0' <= c && c <= '9', 'a' <= c && c <= 'f', 'A' <= c && c <= 'F':
+		default:
+			return "", bad
+		}
+	}
+	return strings.ToLower(s), nil
+}
