@@ -729,3 +729,54 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.up, prometheus.GaugeValue, up, n.Addr)
 	}
 }
+
+// WaitSchemaAgreement polls the control connection until system.local and
+// every live row of system.peers report the same schema_version, or ctx
+// ends. The proxy looks like a single node to drivers, so their own
+// agreement check is trivially true; this is the check that counts, and it
+// is the one the Java driver makes (same queries, same polling).
+func (cl *Cluster) WaitSchemaAgreement(ctx context.Context) error {
+	const interval = 200 * time.Millisecond
+	for {
+		agreed, err := cl.schemaAgreed(ctx)
+		if err == nil && agreed {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return fmt.Errorf("schema agreement: %w", err)
+			}
+			return fmt.Errorf("schema agreement: %w", ctx.Err())
+		case <-time.After(interval):
+		}
+	}
+}
+
+func (cl *Cluster) schemaAgreed(ctx context.Context) (bool, error) {
+	cl.mu.Lock()
+	ctrl, v := cl.control, cl.version
+	cl.mu.Unlock()
+	if ctrl == nil {
+		return false, errors.New("no control connection")
+	}
+	local, err := ctrl.query(ctx, v, "SELECT schema_version FROM system.local WHERE key='local'")
+	if err != nil || len(local) != 1 {
+		return false, err
+	}
+	peers, err := ctrl.query(ctx, v, "SELECT peer, rpc_address, schema_version FROM system.peers")
+	if err != nil {
+		return false, err
+	}
+	want := string(local[0].bytes("schema_version"))
+	for _, p := range peers {
+		sv := p.bytes("schema_version")
+		if sv == nil {
+			continue // a node gossip knows nothing of yet
+		}
+		if string(sv) != want {
+			return false, nil
+		}
+	}
+	return true, nil
+}

@@ -24,6 +24,10 @@ import (
 // several statements a restarted node has forgotten.
 const maxReprepares = 8
 
+// schemaAgreementTimeout is how long a DDL's answer waits for the nodes to
+// agree on the schema: the Java driver's default.
+const schemaAgreementTimeout = 10 * time.Second
+
 // request is one client request on its way through the proxy. It is the
 // backend.Handler for its own answer, so forwarding allocates nothing.
 type request struct {
@@ -204,7 +208,28 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 			if id, err := frame.PreparedID(resultBody(resp.B)); err == nil {
 				c.p.remember(id, r.prepQuery, r.prepKS, c.version, r.node)
 			}
+		default:
+			if kind, err := frame.ResultKind(resultBody(resp.B)); err == nil && kind == frame.ResultSchemaChange {
+				// Polling takes a while: leave the backend read loop.
+				go r.answerAfterSchemaAgreement(resp)
+				return
+			}
 		}
+	}
+	frame.SetStream(resp.B, r.stream)
+	c.send(resp)
+	r.finish()
+}
+
+// answerAfterSchemaAgreement holds a DDL's answer until every node has the
+// new schema, so the client's next request finds its table on whichever node
+// serves it. On timeout the answer goes out anyway, as drivers do.
+func (r *request) answerAfterSchemaAgreement(resp *frame.Buf) {
+	c := r.c
+	ctx, cancel := context.WithTimeout(c.p.ctx, schemaAgreementTimeout)
+	defer cancel()
+	if err := c.p.cluster.WaitSchemaAgreement(ctx); err != nil {
+		c.log.Warn("no schema agreement among Cassandra nodes; answering the DDL anyway", zap.Error(err))
 	}
 	frame.SetStream(resp.B, r.stream)
 	c.send(resp)
