@@ -33,6 +33,9 @@ type Config struct {
 	ReconnectMaxDelay  time.Duration // default 30s
 	// MaxFrame is the largest response body accepted (default 256 MiB).
 	MaxFrame int
+	// RequestTimeout is the deadline of every request (0: none); expired
+	// requests fail with ErrTimeout, checked once a second.
+	RequestTimeout time.Duration
 	// MaxVersion is the highest protocol version tried (default 5).
 	MaxVersion byte
 	Log        *zap.Logger
@@ -428,6 +431,7 @@ func (cl *Cluster) upkeep() {
 			cl.refreshTopology()
 		case now := <-tick.C:
 			cl.heartbeat(now)
+			cl.expire(now)
 		}
 	}
 }
@@ -523,17 +527,8 @@ func (cl *Cluster) loadTopology(ctx context.Context) error {
 			removed = append(removed, n)
 		}
 	}
-	var pools []*Pool
-	for _, e := range cl.pools {
-		select {
-		case <-e.ready:
-			if e.pool != nil {
-				pools = append(pools, e.pool)
-			}
-		default:
-		}
-	}
 	cl.mu.Unlock()
+	pools := cl.readyPools()
 	for _, n := range added {
 		n.markUp()
 		cl.log.Info("node discovered", zap.String("node", n.Addr), zap.String("dc", n.DataCenter), zap.String("rack", n.Rack))
@@ -606,29 +601,12 @@ func (cl *Cluster) heartbeat(now time.Time) {
 	if cl.cfg.HeartbeatInterval < 0 {
 		return
 	}
-	var conns []*Conn
+	conns := cl.poolConns()
 	cl.mu.Lock()
 	if cl.control != nil {
 		conns = append(conns, cl.control)
 	}
-	var pools []*Pool
-	for _, e := range cl.pools {
-		select {
-		case <-e.ready:
-			if e.pool != nil {
-				pools = append(pools, e.pool)
-			}
-		default:
-		}
-	}
 	cl.mu.Unlock()
-	for _, p := range pools {
-		for _, np := range *p.nodes.Load() {
-			if cs := np.conns.Load(); cs != nil {
-				conns = append(conns, *cs...)
-			}
-		}
-	}
 	for _, c := range conns {
 		idle := c.idleFor(now)
 		if idle < cl.cfg.HeartbeatInterval {
@@ -650,7 +628,51 @@ func (cl *Cluster) heartbeat(now time.Time) {
 	}
 }
 
+// expire enforces the request timeout on every pool connection.
+func (cl *Cluster) expire(now time.Time) {
+	if cl.cfg.RequestTimeout <= 0 {
+		return
+	}
+	orphans := 0
+	for _, c := range cl.poolConns() {
+		orphans += c.ExpireRequests(now)
+	}
+	cl.metrics.orphans.Set(float64(orphans))
+}
+
+// poolConns returns every open pool connection.
+func (cl *Cluster) poolConns() []*Conn {
+	var conns []*Conn
+	for _, p := range cl.readyPools() {
+		for _, np := range *p.nodes.Load() {
+			if cs := np.conns.Load(); cs != nil {
+				conns = append(conns, *cs...)
+			}
+		}
+	}
+	return conns
+}
+
+// readyPools returns the pools that finished connecting.
+func (cl *Cluster) readyPools() []*Pool {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	var pools []*Pool
+	for _, e := range cl.pools {
+		select {
+		case <-e.ready:
+			if e.pool != nil {
+				pools = append(pools, e.pool)
+			}
+		default:
+		}
+	}
+	return pools
+}
+
 type heartbeatHandler struct{ req *frame.Buf }
+
+func (h heartbeatHandler) OnTimeout(*Conn) {}
 
 func (h heartbeatHandler) OnResponse(c *Conn, resp *frame.Buf) {
 	resp.Release()
@@ -668,6 +690,7 @@ func (h heartbeatHandler) OnFailure(c *Conn, _ error, _ bool) {
 type metrics struct {
 	cl       *Cluster
 	connects prometheus.Counter
+	orphans  prometheus.Gauge
 	conns    *prometheus.Desc
 	inflight *prometheus.Desc
 	up       *prometheus.Desc
@@ -680,6 +703,10 @@ func newMetrics(cl *Cluster) *metrics {
 			Name: "cqlgate_backend_connects_total",
 			Help: "Backend connections opened (initial and reconnects).",
 		}),
+		orphans: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cqlgate_backend_orphaned_streams",
+			Help: "Stream ids of timed-out requests still reserved until Cassandra answers them.",
+		}),
 		conns:    prometheus.NewDesc("cqlgate_backend_connections", "Open backend connections per node (all pools).", []string{"node"}, nil),
 		inflight: prometheus.NewDesc("cqlgate_backend_in_flight_requests", "Requests sent to a node and not yet answered.", []string{"node"}, nil),
 		up:       prometheus.NewDesc("cqlgate_backend_node_up", "1 when the node is believed reachable.", []string{"node"}, nil),
@@ -688,6 +715,7 @@ func newMetrics(cl *Cluster) *metrics {
 
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.connects.Describe(ch)
+	m.orphans.Describe(ch)
 	ch <- m.conns
 	ch <- m.inflight
 	ch <- m.up
@@ -695,19 +723,11 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.connects.Collect(ch)
+	m.orphans.Collect(ch)
 	cl := m.cl
 	conns, inflight := map[*Node]int{}, map[*Node]int{}
+	pools := cl.readyPools()
 	cl.mu.Lock()
-	var pools []*Pool
-	for _, e := range cl.pools {
-		select {
-		case <-e.ready:
-			if e.pool != nil {
-				pools = append(pools, e.pool)
-			}
-		default:
-		}
-	}
 	nodes := make([]*Node, 0, len(cl.nodes))
 	for _, n := range cl.nodes {
 		nodes = append(nodes, n)

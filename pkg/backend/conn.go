@@ -28,9 +28,15 @@ var (
 )
 
 // Handler receives the outcome of one request sent on a Conn. Exactly one of
-// its methods is called, exactly once, on one of the connection's goroutines;
-// neither may block.
+// OnResponse and OnFailure is called, exactly once, on one of the
+// connection's goroutines; OnTimeout may come before it. None may block.
 type Handler interface {
+	// OnTimeout reports that the request outlived its deadline. The stream
+	// stays reserved (an orphan) and the request frame may still be in use
+	// until OnResponse or OnFailure follows, when the stream is freed. It is
+	// called with the connection locked, which orders it before that final
+	// call: it must not call the Conn.
+	OnTimeout(c *Conn)
 	// OnResponse hands over the response frame; the handler owns resp and
 	// must Release it.
 	OnResponse(c *Conn, resp *frame.Buf)
@@ -66,6 +72,9 @@ type DialConfig struct {
 	Timeout time.Duration
 	// MaxFrame is the largest response body accepted.
 	MaxFrame int
+	// RequestTimeout, when positive, is the deadline of every request sent
+	// on the connection, enforced by ExpireRequests.
+	RequestTimeout time.Duration
 }
 
 // Conn is one connection to one Cassandra node. Send may be called from any
@@ -92,6 +101,9 @@ type Conn struct {
 	closed  bool
 	err     error
 
+	timeout time.Duration
+	orphans int // timed-out streams still reserved; guarded by mu
+
 	inflight atomic.Int32
 	lastRead atomic.Int64 // unix nanos of the last frame read
 	// heartbeatPending is set while an OPTIONS heartbeat awaits its answer.
@@ -103,8 +115,10 @@ type Conn struct {
 }
 
 type slot struct {
-	h    Handler
-	sent bool
+	h        Handler
+	sent     bool
+	orphan   bool  // timed out: OnTimeout was called, the answer is still awaited
+	deadline int64 // unix nanos after which the request times out; 0 = none
 }
 
 // Dial connects to cfg.Addr and performs the handshake synchronously. The
@@ -131,6 +145,7 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 		r:        frame.NewReader(nc, cfg.MaxFrame),
 		w:        frame.NewWriter(nc),
 		onEvent:  cfg.OnEvent,
+		timeout:  cfg.RequestTimeout,
 		done:     make(chan struct{}),
 	}
 	c.cond = sync.NewCond(&c.mu)
@@ -256,6 +271,9 @@ func (c *Conn) Queue(f []byte, h Handler) error {
 	id := c.free[n-1]
 	c.free = c.free[:n-1]
 	c.pending[id] = slot{h: h}
+	if c.timeout > 0 {
+		c.pending[id].deadline = time.Now().Add(c.timeout).UnixNano()
+	}
 	frame.SetStream(f, id)
 	c.queue = append(c.queue, f)
 	c.mu.Unlock()
@@ -379,6 +397,9 @@ func (c *Conn) complete(stream int16, b *frame.Buf, err error) {
 	}
 	c.pending[stream] = slot{}
 	c.free = append(c.free, stream)
+	if s.orphan {
+		c.orphans--
+	}
 	c.mu.Unlock()
 	c.inflight.Add(-1)
 	if err != nil {
@@ -402,9 +423,10 @@ func (c *Conn) failPending() {
 	for i := range c.pending {
 		if c.pending[i].h != nil {
 			failed = append(failed, c.pending[i])
-			c.pending[i] = slot{}
 		}
+		c.pending[i] = slot{}
 	}
+	c.orphans = 0
 	c.queue = nil
 	c.mu.Unlock()
 	c.inflight.Store(0)
@@ -414,6 +436,32 @@ func (c *Conn) failPending() {
 	if c.onClose != nil {
 		c.onClose(c, err)
 	}
+}
+
+// ExpireRequests calls OnTimeout for every request whose deadline has
+// passed by now, and returns how many streams are orphaned (timed out and
+// still awaiting their answer) afterwards. An orphan's stream id stays
+// reserved until its answer arrives or the connection dies, so a late
+// answer can never be taken for the answer to a later request.
+func (c *Conn) ExpireRequests(now time.Time) int {
+	if c.timeout <= 0 {
+		return 0
+	}
+	t := now.UnixNano()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0
+	}
+	for i := range c.pending {
+		s := &c.pending[i]
+		if s.h != nil && !s.orphan && s.deadline != 0 && s.deadline < t {
+			s.orphan = true
+			c.orphans++
+			s.h.OnTimeout(c)
+		}
+	}
+	return c.orphans
 }
 
 // idleFor reports how long the connection has gone without reading a frame.

@@ -65,6 +65,7 @@ type waitResult struct {
 	err error
 }
 
+func (w waiter) OnTimeout(*Conn)                         {}
 func (w waiter) OnResponse(_ *Conn, b *frame.Buf)        { w <- waitResult{b: b} }
 func (w waiter) OnFailure(_ *Conn, err error, sent bool) { w <- waitResult{err: err} }
 

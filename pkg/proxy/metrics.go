@@ -19,6 +19,7 @@ type metrics struct {
 	byCode           map[int32]prometheus.Counter
 	reprepares       prometheus.Counter
 	retries          prometheus.Counter
+	timeouts         prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
@@ -48,6 +49,10 @@ func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
 			Name: "cqlgate_retries_total",
 			Help: "Requests sent again because their backend connection died before they were written.",
 		}),
+		timeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cqlgate_request_timeouts_total",
+			Help: "Requests answered with an error because Cassandra did not answer within --request-timeout.",
+		}),
 		byCode: map[int32]prometheus.Counter{},
 	}
 	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -64,7 +69,7 @@ func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
 		Name: "cqlgate_prepared_statements",
 		Help: "Prepared statements the proxy remembers for re-preparing.",
 	}, func() float64 { return float64(p.prep.len()) })
-	reg.MustRegister(m.clientConns, m.clientConnsTotal, m.requestDuration, m.proxyErrors, m.reprepares, m.retries, reqs, prepared)
+	reg.MustRegister(m.clientConns, m.clientConnsTotal, m.requestDuration, m.proxyErrors, m.reprepares, m.retries, m.timeouts, reqs, prepared)
 	return m
 }
 

@@ -102,6 +102,8 @@ func appendPrepare(dst []byte, version byte, st statement) []byte {
 // discard is a Handler for fire-and-forget requests.
 type discard struct{ req *frame.Buf }
 
+func (d discard) OnTimeout(*backend.Conn) {}
+
 func (d discard) OnResponse(_ *backend.Conn, resp *frame.Buf) {
 	resp.Release()
 	d.req.Release()

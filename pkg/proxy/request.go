@@ -46,6 +46,7 @@ type request struct {
 	retries     int8
 	reprepares  int8
 	unprepared  *frame.Buf // the UNPREPARED answer, kept while re-preparing
+	timedOut    bool       // the client got a timeout error already
 }
 
 var requestPool = sync.Pool{New: func() any { return new(request) }}
@@ -190,6 +191,12 @@ func (r *request) queueAvoiding(avoid *backend.Node) *backend.Conn {
 // on the backend connection's read loop and must not block.
 func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 	c := r.c
+	if r.timedOut {
+		// The client was answered at the deadline; now the stream is free.
+		resp.Release()
+		r.finish()
+		return
+	}
 	switch frame.Opcode(resp.B) {
 	case frame.OpError:
 		if r.reprepare(conn, resp) {
@@ -236,10 +243,24 @@ func (r *request) answerAfterSchemaAgreement(resp *frame.Buf) {
 	r.finish()
 }
 
+// OnTimeout answers the client when Cassandra has not answered within the
+// request timeout. The request stays alive as an orphan until its backend
+// stream is freed (OnResponse or OnFailure then just recycle it).
+func (r *request) OnTimeout(*backend.Conn) {
+	r.timedOut = true
+	r.c.p.metrics.timeouts.Inc()
+	r.c.p.metrics.proxyError(frame.ErrCodeServer)
+	r.c.sendError(r.stream, frame.ErrCodeServer, fmt.Sprintf("cqlgate: no answer from Cassandra within the request timeout (%s)", r.c.p.cfg.RequestTimeout))
+}
+
 // OnFailure runs when the connection carrying the request died. A request
 // that never left the proxy is sent again elsewhere; one that may have
 // reached Cassandra is answered with an error, because it may have run.
 func (r *request) OnFailure(conn *backend.Conn, err error, sent bool) {
+	if r.timedOut {
+		r.finish()
+		return
+	}
 	if !sent && r.retries < 2 {
 		r.retries++
 		r.c.p.metrics.retries.Inc()
