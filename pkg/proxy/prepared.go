@@ -8,6 +8,7 @@ import (
 
 	"github.com/cqlgate/cqlgate/pkg/backend"
 	"github.com/cqlgate/cqlgate/pkg/frame"
+	"github.com/cqlgate/cqlgate/pkg/systables"
 )
 
 // statement is what the proxy needs to prepare a statement again on any
@@ -62,6 +63,26 @@ func (p *Proxy) remember(id []byte, query, keyspace string, version byte, node *
 			}
 		})
 	}()
+}
+
+// rememberSystemStatement records the id of a prepared query on a system
+// table, so that its EXECUTEs are rewritten like the same QUERY would be.
+// The set is copied on write: such statements are few and the EXECUTE path
+// only pays one atomic load while there are none.
+func (p *Proxy) rememberSystemStatement(id []byte, t systables.Table) {
+	p.sysMu.Lock()
+	defer p.sysMu.Unlock()
+	next := map[string]systables.Table{}
+	if cur := p.systemStatements.Load(); cur != nil {
+		if (*cur)[string(id)] == t {
+			return
+		}
+		for k, v := range *cur {
+			next[k] = v
+		}
+	}
+	next[string(id)] = t
+	p.systemStatements.Store(&next)
 }
 
 // prepareOn prepares st on node and waits for the answer.

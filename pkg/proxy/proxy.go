@@ -41,6 +41,11 @@ type Proxy struct {
 	clients map[*client]struct{}
 	wg      sync.WaitGroup // client goroutines
 
+	// systemStatements maps prepared ids of system table queries to the
+	// table; nil until a driver prepares one.
+	systemStatements atomic.Pointer[map[string]systables.Table]
+	sysMu            sync.Mutex
+
 	// lastLocal is the newest system.local seen, for system.peers rows.
 	lastLocal atomic.Pointer[systables.LocalInfo]
 }

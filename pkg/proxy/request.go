@@ -120,7 +120,14 @@ func (c *client) handle(b *frame.Buf) {
 		if req.prepKS, _ = frame.PrepareKeyspace(c.version, body); req.prepKS == "" {
 			req.prepKS = *c.keyspace.Load()
 		}
-	case frame.OpExecute, frame.OpBatch:
+		req.table = systables.Classify(q, req.prepKS)
+	case frame.OpExecute:
+		if sys := c.p.systemStatements.Load(); sys != nil {
+			if id, err := frame.ExecuteID(body); err == nil {
+				req.table = (*sys)[string(id)]
+			}
+		}
+	case frame.OpBatch:
 	case frame.OpOptions:
 		c.answer(req, frame.AppendSupported(nil, c.version, h.Stream, c.p.supported()))
 		return
@@ -204,6 +211,10 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 		}
 	case frame.OpResult:
 		switch {
+		case r.table != systables.TableNone && r.op == frame.OpPrepare:
+			if id, err := frame.PreparedID(resultBody(resp.B)); err == nil {
+				c.p.rememberSystemStatement(id, r.table)
+			}
 		case r.table != systables.TableNone:
 			resp = c.rewriteSystem(r.table, resp)
 		case r.useKeyspace != "":
