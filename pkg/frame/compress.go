@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/golang/snappy"
 	"github.com/pierrec/lz4/v4"
@@ -45,6 +46,18 @@ func (c Compression) String() string {
 		return "snappy"
 	}
 	return fmt.Sprintf("compression(%d)", uint8(c))
+}
+
+// lz4Compressors pools lz4 compressor state (a 136 KiB hash table): held
+// only while compressing, so idle connections do not each pin one.
+var lz4Compressors = sync.Pool{New: func() any { return new(lz4.Compressor) }}
+
+// lz4Compress compresses src into dst as one lz4 block; see
+// lz4.Compressor.CompressBlock for what a dst shorter than the bound does.
+func lz4Compress(src, dst []byte) (int, error) {
+	c := lz4Compressors.Get().(*lz4.Compressor)
+	defer lz4Compressors.Put(c)
+	return c.CompressBlock(src, dst)
 }
 
 // lz4LenPrefix is the size of the big-endian uncompressed length that
@@ -124,14 +137,14 @@ func decompressBody(c Compression, dst, z []byte) error {
 }
 
 // appendCompressedBody appends body compressed with c in the v3/v4 body
-// format to dst. lz may be nil unless c is lz4.
-func appendCompressedBody(dst []byte, c Compression, lz *lz4.Compressor, body []byte) ([]byte, error) {
+// format to dst.
+func appendCompressedBody(dst []byte, c Compression, body []byte) ([]byte, error) {
 	switch c {
 	case CompressionLZ4:
 		bound := lz4.CompressBlockBound(len(body))
 		dst = slices.Grow(dst, lz4LenPrefix+bound)
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(body)))
-		n, err := lz.CompressBlock(body, dst[len(dst):len(dst)+bound])
+		n, err := lz4Compress(body, dst[len(dst):len(dst)+bound])
 		if err != nil {
 			return dst, fmt.Errorf("frame: lz4 compression failed: %w", err)
 		}

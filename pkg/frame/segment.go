@@ -29,15 +29,17 @@ var errSnappySegments = errors.New("frame: snappy is not supported with v5 segme
 // way with and without segments. A segment's payload is only handed out after
 // its CRC32 has been checked, so a corrupt length inside it is never acted on.
 //
+// Payloads live in pooled buffers that are given back as soon as they have
+// been consumed: an idle connection holds no segment memory.
+//
 // Errors are sticky: once a segment fails, no later byte can be trusted.
 type segmentReader struct {
 	br  *bufio.Reader
 	lz4 bool
 
-	payload []byte // backing array of MaxSegmentPayload bytes
-	cur     []byte // the current segment's (uncompressed) payload, aliases payload
-	off     int    // bytes of cur already consumed
-	zbuf    []byte // compressed payload, lz4 only
+	buf *Buf   // holds cur; nil once cur is consumed
+	cur []byte // the current segment's (uncompressed) payload
+	off int    // bytes of cur already consumed
 
 	// selfContained tells whether cur came from a self-contained segment.
 	selfContained bool
@@ -57,16 +59,11 @@ func newSegmentReader(br *bufio.Reader, c Compression) *segmentReader {
 	case CompressionNone:
 	case CompressionLZ4:
 		s.lz4 = true
-		s.zbuf = make([]byte, MaxSegmentPayload)
 	case CompressionSnappy:
 		s.err = errSnappySegments
-		return s
 	default:
 		s.err = fmt.Errorf("frame: unknown %v for v5 segments", c)
-		return s
 	}
-	s.payload = make([]byte, MaxSegmentPayload)
-	s.cur = s.payload[:0]
 	return s
 }
 
@@ -82,8 +79,7 @@ func (s *segmentReader) Read(p []byte) (int, error) {
 		}
 	}
 	n := copy(p, s.cur[s.off:])
-	s.off += n
-	s.atBoundary = false
+	s.advance(n)
 	return n, nil
 }
 
@@ -98,11 +94,25 @@ func (s *segmentReader) Discard(n int) (int, error) {
 			continue
 		}
 		k := min(n-done, len(s.cur)-s.off)
-		s.off += k
+		s.advance(k)
 		done += k
-		s.atBoundary = false
 	}
 	return done, nil
+}
+
+// advance consumes n bytes of cur and gives its buffer back once all of it
+// has been consumed.
+func (s *segmentReader) advance(n int) {
+	s.off += n
+	s.atBoundary = false
+	if s.off == len(s.cur) {
+		s.release()
+	}
+}
+
+func (s *segmentReader) release() {
+	s.buf.Release()
+	s.buf, s.cur, s.off = nil, nil, 0
 }
 
 // next loads the following segment, or returns the sticky error.
@@ -110,6 +120,7 @@ func (s *segmentReader) next() error {
 	if s.err != nil {
 		return s.err
 	}
+	s.release()
 	if err := s.load(); err != nil {
 		s.err = err
 		return err
@@ -138,17 +149,13 @@ func (s *segmentReader) load() error {
 	// Lengths as in Cassandra's FrameDecoderLZ4: an uncompressed length of
 	// 0 means the sender stored the payload uncompressed, and the other field
 	// is its length.
-	var wireLen, rawLen int
-	var selfContained bool
+	wireLen := int(v & segLengthMask)
+	rawLen := 0
+	selfContained := v>>17&1 == 1
 	if s.lz4 {
-		wireLen = int(v & segLengthMask)
 		rawLen = int(v >> 17 & segLengthMask)
 		selfContained = v>>34&1 == 1
-	} else {
-		wireLen = int(v & segLengthMask)
-		selfContained = v>>17&1 == 1
 	}
-	stored := rawLen == 0
 
 	if !s.atBoundary {
 		if s.selfContained {
@@ -159,33 +166,38 @@ func (s *segmentReader) load() error {
 		}
 	}
 
-	wire := s.payload[:wireLen]
-	if !stored {
-		wire = s.zbuf[:wireLen]
-	}
-	if _, err := io.ReadFull(s.br, wire); err != nil {
+	// Both lengths are 17-bit fields, so these buffers are at most 128 KiB
+	// whatever the peer sends.
+	wire := GetBuf(wireLen)
+	if _, err := io.ReadFull(s.br, wire.B); err != nil {
+		wire.Release()
 		return noEOF(err)
 	}
 	if _, err := io.ReadFull(s.br, s.crc[:]); err != nil {
+		wire.Release()
 		return noEOF(err)
 	}
 	want32 := binary.LittleEndian.Uint32(s.crc[:])
-	if got := crc32Payload(wire); got != want32 {
+	if got := crc32Payload(wire.B); got != want32 {
+		wire.Release()
 		return fmt.Errorf("%w: segment payload of %d bytes has CRC32 %08x, computed %08x", ErrBadCRC, wireLen, want32, got)
 	}
-	if stored {
-		s.cur = wire
+	if rawLen == 0 {
+		s.buf = wire
 	} else {
-		n, err := lz4.UncompressBlock(wire, s.payload[:rawLen])
-		if err != nil {
-			return fmt.Errorf("%w: lz4 segment payload is corrupt: %w", ErrMalformedStream, err)
+		raw := GetBuf(rawLen)
+		n, err := lz4.UncompressBlock(wire.B, raw.B)
+		wire.Release()
+		if err != nil || n != rawLen {
+			raw.Release()
+			if err == nil {
+				err = fmt.Errorf("%d bytes instead of %d", n, rawLen)
+			}
+			return fmt.Errorf("%w: lz4 segment payload does not decompress: %w", ErrMalformedStream, err)
 		}
-		if n != rawLen {
-			return fmt.Errorf("%w: lz4 segment payload decompressed to %d bytes but announced %d", ErrMalformedStream, n, rawLen)
-		}
-		s.cur = s.payload[:rawLen]
+		s.buf = raw
 	}
-	s.off = 0
+	s.cur, s.off = s.buf.B, 0
 	s.selfContained = selfContained
 	return nil
 }

@@ -4,35 +4,30 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-
-	"github.com/pierrec/lz4/v4"
 )
 
-// maxRetainedWriteBuffer caps the capacity the Writer keeps between flushes:
-// after a large frame the buffer is dropped rather than pinned for the life
-// of the connection.
-const maxRetainedWriteBuffer = 1 << 20
+// segOverhead is the most bytes a segment adds to its payload.
+const segOverhead = segHeaderLenLZ4 + segCRC24Len + segCRC32Len
 
 // Writer buffers frames for one connection and writes them on Flush. It is
 // not safe for concurrent use.
 //
-// Everything buffered is kept in wire format in one contiguous buffer, so
-// Flush is a single Write. In segment mode frames are appended straight into
+// Everything buffered is kept in wire format in one contiguous pooled buffer,
+// so Flush is a single Write. In segment mode frames are appended straight into
 // an open segment whose header is filled in when the segment is sealed (when
 // the next frame would not fit, or on Flush).
 type Writer struct {
 	w   io.Writer
-	buf []byte
-	err error // sticky: the first error writing to w
+	b   *Buf   // pooled backing array of buf, or nil
+	buf []byte // wire bytes waiting for Flush; reserve ensures appends fit
+	err error  // sticky: the first error writing to w
 
-	comp Compression     // v3/v4 body compression
-	lz   *lz4.Compressor // reused lz4 state, allocated on first need
+	comp Compression // v3/v4 body compression
 
 	seg    bool
 	segLZ4 bool
-	segErr error  // set when EnableSegments got an unsupported compression
-	open   int    // offset in buf of the open segment's header, or -1
-	zbuf   []byte // lz4 output for one segment payload
+	segErr error // set when EnableSegments got an unsupported compression
+	open   int   // offset in buf of the open segment's header, or -1
 }
 
 // NewWriter returns a Writer in plain mode without compression.
@@ -46,12 +41,7 @@ func NewWriter(w io.Writer) *Writer {
 // Frames with an empty body are left uncompressed too (the flag is per
 // frame, so receivers accept that). Body compression does not apply in
 // segment mode, where compression is per segment.
-func (w *Writer) SetCompression(c Compression) {
-	w.comp = c
-	if c == CompressionLZ4 && w.lz == nil {
-		w.lz = new(lz4.Compressor)
-	}
-}
+func (w *Writer) SetCompression(c Compression) { w.comp = c }
 
 // EnableSegments wraps everything written from now on in v5 segments (c is
 // CompressionNone or CompressionLZ4). Frames buffered but not yet flushed
@@ -66,12 +56,6 @@ func (w *Writer) EnableSegments(c Compression) {
 		w.segLZ4 = false
 	case CompressionLZ4:
 		w.segLZ4 = true
-		if w.lz == nil {
-			w.lz = new(lz4.Compressor)
-		}
-		if w.zbuf == nil {
-			w.zbuf = make([]byte, MaxSegmentPayload)
-		}
 	case CompressionSnappy:
 		w.segErr = errSnappySegments
 	default:
@@ -98,16 +82,31 @@ func (w *Writer) WriteFrame(f []byte) error {
 		if w.segErr != nil {
 			return w.segErr
 		}
+		w.reserve(len(f) + segOverhead*(len(f)/MaxSegmentPayload+2))
 		w.writeSegmented(f)
 		return nil
 	}
 	if w.comp != CompressionNone && len(f) > HeaderLen && !isHandshakeRequest(f) {
+		w.reserve(HeaderLen + compressedBound(w.comp, len(f)-HeaderLen))
 		return w.writeCompressed(f)
 	}
+	w.reserve(len(f))
 	start := len(w.buf)
 	w.buf = append(w.buf, f...)
 	w.buf[start+1] &^= FlagCompression
 	return nil
+}
+
+// reserve makes room for n more bytes in buf, moving it to a larger pooled
+// buffer if needed, so that the appends that follow never reallocate.
+func (w *Writer) reserve(n int) {
+	if cap(w.buf)-len(w.buf) >= n {
+		return
+	}
+	nb := GetBuf(max(len(w.buf)+n, 2*cap(w.buf)))
+	buf := append(nb.B[:0], w.buf...)
+	w.b.Release()
+	w.b, w.buf = nb, buf
 }
 
 // isHandshakeRequest reports whether f is a STARTUP or OPTIONS request, which
@@ -123,7 +122,7 @@ func (w *Writer) writeCompressed(f []byte) error {
 	start := len(w.buf)
 	w.buf = append(w.buf, f[:HeaderLen]...)
 	var err error
-	w.buf, err = appendCompressedBody(w.buf, w.comp, w.lz, f[HeaderLen:])
+	w.buf, err = appendCompressedBody(w.buf, w.comp, f[HeaderLen:])
 	if err != nil {
 		w.buf = w.buf[:start]
 		return err
@@ -189,15 +188,18 @@ func (w *Writer) sealSegment(selfContained bool) {
 		// A destination one byte shorter than the payload makes the
 		// compressor give up as soon as compression cannot pay off; the
 		// payload is then stored uncompressed, marked by rawLen 0.
-		if n, err := w.lz.CompressBlock(payload, w.zbuf[:len(payload)-1]); err == nil && n > 0 && n < len(payload) {
-			copy(payload, w.zbuf[:n])
+		z := GetBuf(len(payload) - 1)
+		if n, err := lz4Compress(payload, z.B); err == nil && n > 0 && n < len(payload) {
+			copy(payload, z.B[:n])
 			w.buf = w.buf[:start+hl+n]
 			wireLen, rawLen = n, len(payload)
 		}
+		z.Release()
 	}
 	// Appending to the zero-length slice at start overwrites the header room
 	// reserved by openSegment, which is exactly hl bytes.
 	appendSegmentHeader(w.buf[start:start], w.segLZ4, wireLen, rawLen, selfContained)
+	w.reserve(segCRC32Len) // normally reserved by WriteFrame already
 	w.buf = binary.LittleEndian.AppendUint32(w.buf, crc32Payload(w.buf[start+hl:]))
 }
 
@@ -222,11 +224,10 @@ func (w *Writer) Flush() error {
 		return nil
 	}
 	_, err := w.w.Write(w.buf)
-	if cap(w.buf) > maxRetainedWriteBuffer {
-		w.buf = nil
-	} else {
-		w.buf = w.buf[:0]
-	}
+	// Give the buffer back after every flush: an idle connection then holds
+	// no write buffer at all, and the next frame takes one from the pool.
+	w.b.Release()
+	w.b, w.buf = nil, nil
 	if err != nil {
 		w.err = fmt.Errorf("frame: write: %w", err)
 		return w.err

@@ -124,7 +124,10 @@ func (c *client) handle(b *frame.Buf) {
 	case frame.OpExecute:
 		if sys := c.p.systemStatements.Load(); sys != nil {
 			if id, err := frame.ExecuteID(body); err == nil {
-				req.table = (*sys)[string(id)]
+				if req.table = (*sys)[string(id)]; req.table != systables.TableNone {
+					// The rewrite needs the column names.
+					clearSkipMetadata(c.version, body)
+				}
 			}
 		}
 	case frame.OpBatch:
@@ -456,6 +459,29 @@ func (c *client) rewriteSystem(t systables.Table, resp *frame.Buf) *frame.Buf {
 	frame.PutHeader(b.B, frame.Header{Version: c.version, Response: true, Stream: stream, Opcode: frame.OpResult, Length: int32(len(out))})
 	copy(frame.Body(b.B), out)
 	return b
+}
+
+// clearSkipMetadata clears the skip_metadata flag (0x02) of an EXECUTE
+// body in place: <id>[<result_metadata_id> in v5]<consistency><flags>.
+func clearSkipMetadata(version byte, body []byte) {
+	off := 0
+	ids := 1
+	if version >= frame.V5 {
+		ids = 2
+	}
+	for i := 0; i < ids; i++ {
+		if len(body) < off+2 {
+			return
+		}
+		off += 2 + (int(body[off])<<8 | int(body[off+1]))
+	}
+	off += 2 // consistency
+	if version >= frame.V5 {
+		off += 3 // flags are a 4-byte int; the flag is in its last byte
+	}
+	if off < len(body) {
+		body[off] &^= 0x02
+	}
 }
 
 // resultBody returns the RESULT message inside a response frame, past the

@@ -287,8 +287,12 @@ func checkPeers(t *testing.T, version byte, cols []colDef, opts rowsOpts, peers 
 				if gotIP, _ := decodeValue(t, c.typ, row[i], version).(net.IP); !gotIP.Equal(p.Address) {
 					t.Errorf("row %d %s = %v, want %v", r, c.name, gotIP, p.Address)
 				}
-				if want := 16; p.Address.To4() != nil && len(row[i]) != 4 || p.Address.To4() == nil && len(row[i]) != want {
-					t.Errorf("row %d %s: %d bytes", r, c.name, len(row[i]))
+				wantLen := 16
+				if p.Address.To4() != nil {
+					wantLen = 4
+				}
+				if len(row[i]) != wantLen {
+					t.Errorf("row %d %s: %d bytes, want %d", r, c.name, len(row[i]), wantLen)
 				}
 				continue
 			case "peer_port", "native_port", "preferred_port":
@@ -384,11 +388,11 @@ func TestNotRowsAndNoMetadata(t *testing.T) {
 			Data:     message.RowSet{{realIP, realHostID[:]}},
 		}
 		for _, tc := range []struct {
-			name      string
-			body      []byte
-			local     error // nil: returned unchanged
-			peers     error
-			parseLoca error
+			name       string
+			body       []byte
+			local      error // nil: returned unchanged
+			peers      error
+			parseLocal error
 		}{
 			{"void", encodeResult(t, version, &message.VoidResult{}), nil, nil, ErrNotRows},
 			{"set keyspace", encodeResult(t, version, &message.SetKeyspaceResult{Keyspace: "system"}), nil, nil, ErrNotRows},
@@ -406,8 +410,8 @@ func TestNotRowsAndNoMetadata(t *testing.T) {
 				if tc.peers != nil && !errors.Is(err, tc.peers) {
 					t.Errorf("RewritePeers error = %v, want %v", err, tc.peers)
 				}
-				if _, err := ParseLocal(version, tc.body); !errors.Is(err, tc.parseLoca) {
-					t.Errorf("ParseLocal error = %v, want %v", err, tc.parseLoca)
+				if _, err := ParseLocal(version, tc.body); !errors.Is(err, tc.parseLocal) {
+					t.Errorf("ParseLocal error = %v, want %v", err, tc.parseLocal)
 				}
 			})
 		}
