@@ -1,0 +1,67 @@
+package proxy
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/cqlgate/cqlgate/pkg/frame"
+)
+
+func TestClearSkipMetadata(t *testing.T) {
+	id := []byte{0, 3, 'a', 'b', 'c'}
+	for _, tc := range []struct {
+		name    string
+		version byte
+		body    []byte
+		want    []byte
+	}{
+		{"v4", frame.V4, cat(id, []byte{0, 1, 0x07}), cat(id, []byte{0, 1, 0x05})},
+		{"v4 flag unset", frame.V4, cat(id, []byte{0, 1, 0x05}), cat(id, []byte{0, 1, 0x05})},
+		{"v5", frame.V5, cat(id, []byte{0, 1, 'm'}, []byte{0, 1, 0, 0, 0, 0x03}), cat(id, []byte{0, 1, 'm'}, []byte{0, 1, 0, 0, 0, 0x01})},
+		{"truncated", frame.V4, []byte{0, 9, 'a'}, []byte{0, 9, 'a'}},
+		{"empty", frame.V5, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := append([]byte(nil), tc.body...)
+			clearSkipMetadata(tc.version, got)
+			if !bytes.Equal(got, tc.want) {
+				t.Errorf("got %x; want %x", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestResultBody(t *testing.T) {
+	result := []byte{0, 0, 0, 1} // RESULT Void
+	tracing := bytes.Repeat([]byte{9}, 16)
+	warnings := []byte{0, 2, 0, 1, 'w', 0, 2, 'x', 'y'}
+	payload := []byte{0, 1, 0, 1, 'k', 0, 0, 0, 2, 'v', 'v'}
+	for _, tc := range []struct {
+		name  string
+		flags byte
+		body  []byte
+		want  []byte
+	}{
+		{"plain", 0, result, result},
+		{"tracing", frame.FlagTracing, cat(tracing, result), result},
+		{"warnings", frame.FlagWarning, cat(warnings, result), result},
+		{"all", frame.FlagTracing | frame.FlagWarning | frame.FlagCustomPayload, cat(tracing, warnings, payload, result), result},
+		{"truncated tracing", frame.FlagTracing, []byte{1, 2}, nil},
+		{"truncated warnings", frame.FlagWarning, []byte{0, 5, 0}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := frame.AppendFrame(nil, frame.V4, true, tc.flags, 1, frame.OpResult, tc.body)
+			if got := resultBody(f); !bytes.Equal(got, tc.want) {
+				t.Errorf("got %x; want %x", got, tc.want)
+			}
+		})
+	}
+}
+
+func cat(parts ...[]byte) []byte {
+	var out []byte
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
