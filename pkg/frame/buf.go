@@ -41,6 +41,7 @@ func sizeClass(n int) int {
 }
 
 // GetBuf returns a pooled Buf with len(B)==n. The bytes of B are not zeroed.
+// n must not be negative.
 func GetBuf(n int) *Buf {
 	if n < 0 {
 		panic("frame: GetBuf with negative size")

@@ -118,8 +118,9 @@ func (r *Reader) ReadFrame() (*Buf, error) {
 		b.Release()
 		return nil, noEOF(err)
 	}
-	// Inside segments the flag is deprecated and ignored (v5 spec 2.4); clear
-	// it so that nobody downstream tries to decompress the body.
+	// The flag can only still be set inside segments, where it is deprecated
+	// and ignored (v5 spec 2.4); clear it so that nobody downstream tries to
+	// decompress the body.
 	b.B[1] &^= FlagCompression
 	return b, nil
 }

@@ -29,7 +29,7 @@ func libCompressor(c Compression) compression.Compressor {
 func TestBodyCompressionToLibrary(t *testing.T) {
 	for _, c := range []Compression{CompressionLZ4, CompressionSnappy} {
 		for _, v := range []byte{V3, V4} {
-			t.Run(fmt.Sprintf("%v/v%d", c, v), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/v%d", compName(c), v), func(t *testing.T) {
 				frames := [][]byte{
 					AppendOptions(nil, v, 0),
 					AppendStartup(nil, v, 1, map[string]string{"CQL_VERSION": "3.0.0", "COMPRESSION": c.String()}),
@@ -83,38 +83,49 @@ func TestBodyCompressionToLibrary(t *testing.T) {
 	}
 }
 
-// TestBodyCompressionFromLibrary reads frames the reference implementation
-// compressed, including a large one, and compares them with its uncompressed
-// encoding of the same messages.
-func TestBodyCompressionFromLibrary(t *testing.T) {
+// TestFramesFromLibrary reads frames the reference implementation encoded,
+// uncompressed in v3, v4 and v5 and compressed in v3 and v4, including a
+// large one, and compares them with its uncompressed encoding of the same
+// messages.
+func TestFramesFromLibrary(t *testing.T) {
 	big := make([]byte, 300_000)
 	for i := range big {
 		big[i] = byte(i * 7 / 5)
 	}
 	msgs := []message.Message{
 		&message.Query{Query: "SELECT * FROM ks.t", Options: &message.QueryOptions{Consistency: 4, PageSize: 10}},
-		&message.Execute{QueryId: []byte{1, 2, 3}, Options: &message.QueryOptions{Consistency: 1,
+		&message.Execute{QueryId: []byte{1, 2, 3}, ResultMetadataId: []byte{4}, Options: &message.QueryOptions{Consistency: 1,
 			PositionalValues: []*primitive.Value{primitive.NewValue(big)}}},
 		&message.ServerError{ErrorMessage: "boom"},
 		&message.Ready{},
 		&message.AuthResponse{Token: []byte("\x00cassandra\x00cassandra")},
 	}
-	for _, c := range []Compression{CompressionLZ4, CompressionSnappy} {
-		for _, v := range []primitive.ProtocolVersion{primitive.ProtocolVersion3, primitive.ProtocolVersion4} {
-			t.Run(fmt.Sprintf("%v/%v", c, v), func(t *testing.T) {
-				var wire, want []byte
-				for i, m := range msgs {
-					wire = append(wire, libEncode(t, libCodec(libCompressor(c)), v, int16(i), m, true)...)
-					want = append(want, libEncode(t, libCodec(nil), v, int16(i), m, false)...)
-				}
-				r := NewReader(connOverTCP(t, wire), 0)
-				r.SetCompression(c)
-				got := bytes.Join(readAll(t, r), nil)
-				if !bytes.Equal(got, want) {
-					t.Errorf("decompressed frames differ from the library's uncompressed encoding")
-				}
-			})
-		}
+	tests := []struct {
+		c Compression
+		v primitive.ProtocolVersion
+	}{
+		{CompressionNone, primitive.ProtocolVersion3},
+		{CompressionNone, primitive.ProtocolVersion4},
+		{CompressionNone, primitive.ProtocolVersion5},
+		{CompressionLZ4, primitive.ProtocolVersion3},
+		{CompressionLZ4, primitive.ProtocolVersion4},
+		{CompressionSnappy, primitive.ProtocolVersion3},
+		{CompressionSnappy, primitive.ProtocolVersion4},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/v%d", compName(tt.c), tt.v), func(t *testing.T) {
+			var wire, want []byte
+			for i, m := range msgs {
+				wire = append(wire, libEncode(t, libCodec(libCompressor(tt.c)), tt.v, int16(i), m, tt.c != CompressionNone)...)
+				want = append(want, libEncode(t, libCodec(nil), tt.v, int16(i), m, false)...)
+			}
+			r := NewReader(connOverTCP(t, wire), 0)
+			r.SetCompression(tt.c)
+			got := bytes.Join(readAll(t, r), nil)
+			if !bytes.Equal(got, want) {
+				t.Errorf("frames read differ from the library's uncompressed encoding")
+			}
+		})
 	}
 }
 
