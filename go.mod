@@ -9,6 +9,7 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/datastax/go-cassandra-native-protocol v0.0.0-20260130100129-9d5b43677a33 // indirect
+	github.com/failsafe-go/failsafe-go v0.9.8 // indirect
 	github.com/gocql/gocql v1.7.0 // indirect
 	github.com/golang/snappy v1.0.0 // indirect
 	github.com/gorilla/mux v1.8.0 // indirect

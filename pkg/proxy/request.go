@@ -381,10 +381,10 @@ func (r *request) reprepare(conn *backend.Conn, resp *frame.Buf) bool {
 	if (r.op != frame.OpExecute && r.op != frame.OpBatch) || r.reprepares >= maxReprepares {
 		return false
 	}
-	if code, _, err := frame.ErrorCode(frame.Body(resp.B)); err != nil || code != frame.ErrCodeUnprepared {
+	if code, _, err := frame.ErrorCode(resultBody(resp.B)); err != nil || code != frame.ErrCodeUnprepared {
 		return false
 	}
-	id, err := frame.UnpreparedID(frame.Body(resp.B))
+	id, err := frame.UnpreparedID(resultBody(resp.B))
 	if err != nil {
 		return false
 	}
@@ -485,67 +485,12 @@ func clearSkipMetadata(version byte, body []byte) {
 }
 
 // resultBody returns the RESULT message inside a response frame, past the
-// tracing id, warnings and custom payload that header flags announce.
+// tracing id, warnings and custom payload that header flags announce; nil
+// if the frame is malformed.
 func resultBody(f []byte) []byte {
-	body := frame.Body(f)
-	flags := f[1]
-	if flags&frame.FlagTracing != 0 {
-		if len(body) < 16 {
-			return nil
-		}
-		body = body[16:]
-	}
-	if flags&frame.FlagWarning != 0 {
-		body = skipStringList(body)
-	}
-	if flags&frame.FlagCustomPayload != 0 {
-		body = skipBytesMap(body)
-	}
-	return body
-}
-
-func skipStringList(b []byte) []byte {
-	if len(b) < 2 {
+	b, err := frame.MessageBody(f)
+	if err != nil {
 		return nil
-	}
-	n := int(b[0])<<8 | int(b[1])
-	b = b[2:]
-	for i := 0; i < n; i++ {
-		if len(b) < 2 {
-			return nil
-		}
-		l := int(b[0])<<8 | int(b[1])
-		if len(b) < 2+l {
-			return nil
-		}
-		b = b[2+l:]
-	}
-	return b
-}
-
-func skipBytesMap(b []byte) []byte {
-	if len(b) < 2 {
-		return nil
-	}
-	n := int(b[0])<<8 | int(b[1])
-	b = b[2:]
-	for i := 0; i < n; i++ {
-		if len(b) < 2 {
-			return nil
-		}
-		l := int(b[0])<<8 | int(b[1])
-		if len(b) < 2+l+4 {
-			return nil
-		}
-		b = b[2+l:]
-		vl := int(int32(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])))
-		b = b[4:]
-		if vl > 0 {
-			if len(b) < vl {
-				return nil
-			}
-			b = b[vl:]
-		}
 	}
 	return b
 }
