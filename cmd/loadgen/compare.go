@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+)
+
+// runCompare drives every target with the same workload in alternating
+// rounds and reports each against the first target.
+func runCompare(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (errorsSeen bool, err error) {
+	workload, err := newWorkload(cfg)
+	if err != nil {
+		return false, err
+	}
+	proxyCPU := proxyCPUSource(cfg)
+
+	// One session per target, created once: reconnecting every round would
+	// measure connection setup and cold prepared-statement caches.
+	drivers := make([]*driver, len(cfg.Targets))
+	for i, ep := range cfg.Targets {
+		s, err := ep.Session(sessionOptionsFrom(cfg, cfg.Keyspace, stderr))
+		if err != nil {
+			return false, err
+		}
+		defer s.Close()
+		drivers[i] = &driver{session: s, workload: workload, workers: cfg.Workers}
+		if !cfg.Quiet {
+			drivers[i].progress = stderr
+		}
+	}
+
+	if cfg.Warmup > 0 {
+		for i, d := range drivers {
+			d.label = cfg.Targets[i].Name + " warmup"
+			if _, err := d.measure(ctx, cfg.Warmup, 0); err != nil {
+				return false, fmt.Errorf("warm up %s: %w", cfg.Targets[i].Name, err)
+			}
+		}
+	}
+
+	order := roundOrder(len(cfg.Targets), cfg.Rounds)
+	results := make([][]roundResult, len(cfg.Targets))
+	for r, targets := range order {
+		for pos, i := range targets {
+			ep := cfg.Targets[i]
+			var src cpuSource
+			if ep.Name == cfg.ProxyTarget {
+				src = proxyCPU
+			}
+			drivers[i].label = fmt.Sprintf("%s r%d", ep.Name, r+1)
+			res, err := measureRound(ctx, drivers[i], cfg.Duration, src)
+			if err != nil {
+				return false, fmt.Errorf("round %d, %s: %w", r+1, ep.Name, err)
+			}
+			res.round, res.position = r+1, pos+1
+			results[i] = append(results[i], res)
+		}
+	}
+
+	rep := buildCompareReport(cfg, workload, order, results)
+	if proxyCPU != nil {
+		for i := range rep.Targets {
+			if rep.Targets[i].Name == cfg.ProxyTarget {
+				rep.Targets[i].ProxyCPUSource = proxyCPU.String()
+			}
+		}
+	}
+	for _, t := range rep.Targets {
+		errorsSeen = errorsSeen || t.ErrorsTotal > 0
+		if t.LoadgenBottleneck {
+			warnBottleneck(stderr, t.LoadgenCores, rep.Settings.BottleneckCPUs)
+		}
+	}
+	if cfg.JSON {
+		err = writeJSON(stdout, rep)
+	} else {
+		err = writeCompareTable(stdout, rep)
+	}
+	return errorsSeen, err
+}
+
+func proxyCPUSource(cfg *Config) cpuSource {
+	switch {
+	case cfg.ProxyMetrics != "":
+		return newPromCPU(cfg.ProxyMetrics)
+	case cfg.ProxyPID != 0:
+		return procStatCPU{pid: cfg.ProxyPID}
+	}
+	return nil
+}
+
+// roundResult is one target's measured window in one round.
+type roundResult struct {
+	measurement
+	round, position int
+	// proxyCPU is the proxy's CPU time during the window; negative when
+	// not measured.
+	proxyCPU time.Duration
+}
+
+// measureRound measures one window; when src is set, it reads the proxy's
+// CPU time right before the workers start and right after they stop.
+func measureRound(ctx context.Context, d *driver, window time.Duration, src cpuSource) (roundResult, error) {
+	res := roundResult{proxyCPU: -1}
+	var before time.Duration
+	if src != nil {
+		var err error
+		if before, err = src.CPU(ctx); err != nil {
+			return res, fmt.Errorf("proxy cpu: %w", err)
+		}
+	}
+	m, err := d.measure(ctx, 0, window)
+	if err != nil {
+		return res, err
+	}
+	res.measurement = m
+	if src != nil {
+		after, err := src.CPU(ctx)
+		if err != nil {
+			return res, fmt.Errorf("proxy cpu: %w", err)
+		}
+		res.proxyCPU = after - before
+	}
+	return res, nil
+}
+
+// buildCompareReport turns per-target round results into the report; the
+// first target is the baseline of ratios, added latency and tests.
+func buildCompareReport(cfg *Config, workload Workload, order [][]int, results [][]roundResult) compareReport {
+	rep := compareReport{
+		Command:  cmdCompare,
+		Settings: settingsOf(cfg, workload, cfg.Rounds),
+		Order:    make([][]string, len(order)),
+	}
+	for r, targets := range order {
+		for _, i := range targets {
+			rep.Order[r] = append(rep.Order[r], cfg.Targets[i].Name)
+		}
+	}
+
+	throughputs := make([][]float64, len(results))
+	for i, rounds := range results {
+		ms := make([]measurement, len(rounds))
+		for j, rr := range rounds {
+			ms[j] = rr.measurement
+			throughputs[i] = append(throughputs[i], throughputOf(rr.measurement))
+		}
+		t := compareTarget{
+			targetReport:    targetReport{Name: cfg.Targets[i].Name, Hosts: cfg.Targets[i].Hosts, figures: figuresOf(ms...)},
+			RoundThroughput: summarize(throughputs[i]),
+			Rounds:          roundReports(rounds),
+			ProxyCPUPerReq:  proxyCPUPerRequest(rounds),
+		}
+		rep.LoadgenBottleneck = rep.LoadgenBottleneck || t.LoadgenBottleneck
+		rep.Targets = append(rep.Targets, t)
+	}
+
+	base := rep.Targets[0]
+	for i := range rep.Targets {
+		t := &rep.Targets[i]
+		if base.RoundThroughput.Mean > 0 {
+			t.ThroughputRatio = t.RoundThroughput.Mean / base.RoundThroughput.Mean
+		}
+		t.AddedLatency = addedLatency{
+			P50:  t.Latency.P50 - base.Latency.P50,
+			P99:  t.Latency.P99 - base.Latency.P99,
+			P999: t.Latency.P999 - base.Latency.P999,
+		}
+		if i > 0 {
+			t.Significance = testThroughput(throughputs[0], throughputs[i])
+		}
+	}
+	return rep
+}
+
+func roundReports(rounds []roundResult) []roundReport {
+	out := make([]roundReport, len(rounds))
+	for j, rr := range rounds {
+		f := figuresOf(rr.measurement)
+		out[j] = roundReport{
+			Round:           rr.round,
+			Position:        rr.position,
+			Ops:             f.Ops,
+			ErrorsTotal:     f.ErrorsTotal,
+			Throughput:      f.Throughput,
+			P50:             f.Latency.P50,
+			P99:             f.Latency.P99,
+			LoadgenCPUPerOp: f.LoadgenCPUPerOp,
+			ProxyCPUPerReq:  proxyCPUPerRequest(rounds[j : j+1]),
+		}
+	}
+	return out
+}
+
+// proxyCPUPerRequest is the proxy's CPU time over the rounds divided by the
+// requests completed in them, in µs; nil if no round measured proxy CPU.
+// Requests are counted by loadgen: the proxy served exactly these, give or
+// take gocql's background heartbeats and topology queries.
+func proxyCPUPerRequest(rounds []roundResult) *float64 {
+	var (
+		cpu      time.Duration
+		reqs     int64
+		measured bool
+	)
+	for _, rr := range rounds {
+		if rr.proxyCPU < 0 {
+			continue
+		}
+		measured = true
+		cpu += rr.proxyCPU
+		reqs += rr.requests()
+	}
+	if !measured || reqs == 0 {
+		return nil
+	}
+	return finite(float64(cpu.Microseconds()) / float64(reqs))
+}
+
+// testThroughput judges whether b's per-round throughputs differ from a's
+// beyond round-to-round noise.
+func testThroughput(a, b []float64) *significance {
+	s := &significance{Test: "welch", Alpha: alpha}
+	if w, ok := welchTTest(a, b); ok {
+		s.T, s.DF, s.P = finite(w.T), finite(w.DF), finite(w.P)
+		s.Significant = w.P < alpha
+	}
+	if p, ok := mannWhitneyP(a, b); ok {
+		s.MannWhitneyP = finite(p)
+	}
+	return s
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// selfCPU returns the user+system CPU time this process has used so far.
+// It counts every goroutine of the generator, gocql's readers and writers
+// and the garbage collector included, which is what "CPU per op" must
+// charge.
+func selfCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, fmt.Errorf("getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
+// cpuSource reports the cumulative CPU time of some process, such as the
+// proxy under test.
+type cpuSource interface {
+	CPU(ctx context.Context) (time.Duration, error)
+	String() string
+}
+
+// clockTicksPerSecond is USER_HZ, the unit of utime and stime in
+// /proc/PID/stat. Go cannot call sysconf(_SC_CLK_TCK) without cgo, and
+// Linux fixes USER_HZ at 100 on every architecture Go supports.
+const clockTicksPerSecond = 100
+
+// procStatCPU reads a process's CPU time from /proc/PID/stat.
+type procStatCPU struct {
+	pid int
+	// root is "/proc" outside tests.
+	root string
+}
+
+func (p procStatCPU) String() string { return "pid " + strconv.Itoa(p.pid) }
+
+func (p procStatCPU) CPU(context.Context) (time.Duration, error) {
+	root := p.root
+	if root == "" {
+		root = "/proc"
+	}
+	b, err := os.ReadFile(fmt.Sprintf("%s/%d/stat", root, p.pid))
+	if err != nil {
+		return 0, fmt.Errorf("read cpu time of pid %d: %w", p.pid, err)
+	}
+	ticks, err := parseProcStatTicks(b)
+	if err != nil {
+		return 0, fmt.Errorf("pid %d: %w", p.pid, err)
+	}
+	return time.Duration(ticks) * time.Second / clockTicksPerSecond, nil
+}
+
+// parseProcStatTicks returns utime+stime (fields 14 and 15, in clock ticks)
+// of a /proc/PID/stat line. The command name (field 2) is in parentheses and
+// may itself contain spaces and parentheses, so fields are counted from the
+// last ')'.
+func parseProcStatTicks(stat []byte) (int64, error) {
+	end := bytes.LastIndexByte(stat, ')')
+	if end < 0 {
+		return 0, fmt.Errorf("malformed /proc stat %q: no ')'", stat)
+	}
+	fields := bytes.Fields(stat[end+1:])
+	// fields[0] is field 3 (state), so field n is fields[n-3].
+	const utimeIdx, stimeIdx = 14 - 3, 15 - 3
+	if len(fields) <= stimeIdx {
+		return 0, fmt.Errorf("malformed /proc stat: %d fields after the name, want > %d", len(fields), stimeIdx)
+	}
+	var total int64
+	for _, i := range []int{utimeIdx, stimeIdx} {
+		v, err := strconv.ParseInt(string(fields[i]), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("malformed /proc stat field %d: %w", i+3, err)
+		}
+		total += v
+	}
+	return total, nil
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/gocql/gocql"
+)
+
+// serverError stands in for gocql's unexported errorFrame, which is how
+// gocql v1.7.0 returns server errors that have no dedicated type
+// (OVERLOADED, SERVER_ERROR, INVALID, ...): a value satisfying
+// gocql.RequestError.
+type serverError struct {
+	code int
+	msg  string
+}
+
+func (e serverError) Code() int       { return e.code }
+func (e serverError) Message() string { return e.msg }
+func (e serverError) Error() string   { return e.msg }
+
+var _ gocql.RequestError = serverError{}
+
+func TestClassifyError(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	ioTimeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+
+	tests := []struct {
+		name string
+		err  error
+		want ErrorKind
+	}{
+		{"client timeout", gocql.ErrTimeoutNoResponse, ErrKindTimeout},
+		{"wrapped client timeout", fmt.Errorf("query: %w", gocql.ErrTimeoutNoResponse), ErrKindTimeout},
+		{"context deadline", context.DeadlineExceeded, ErrKindTimeout},
+		{"server write timeout", &gocql.RequestErrWriteTimeout{Consistency: gocql.One, WriteType: "SIMPLE"}, ErrKindTimeout},
+		{"server read timeout", &gocql.RequestErrReadTimeout{Consistency: gocql.One}, ErrKindTimeout},
+		{"socket i/o timeout", ioTimeout, ErrKindTimeout},
+		{"timeout code as plain error", gocql.Error{Code: gocql.ErrCodeReadTimeout}, ErrKindTimeout},
+		{"overloaded frame", serverError{gocql.ErrCodeOverloaded, "Server is in overloaded state"}, ErrKindOverloaded},
+		{"wrapped overloaded frame", fmt.Errorf("via proxy: %w", serverError{gocql.ErrCodeOverloaded, "shed"}), ErrKindOverloaded},
+		{"overloaded as plain error", gocql.Error{Code: gocql.ErrCodeOverloaded, Message: "x"}, ErrKindOverloaded},
+		{"overloaded flattened to a string", errors.New("Request was rejected: Overloaded"), ErrKindOverloaded},
+		{"unavailable", &gocql.RequestErrUnavailable{Consistency: gocql.Quorum, Required: 2, Alive: 1}, ErrKindUnavailable},
+		{"unavailable sentinel", gocql.ErrUnavailable, ErrKindUnavailable},
+		{"no streams", gocql.ErrNoStreams, ErrKindNoStreams},
+		{"no streams flattened", errors.New("gocql: no streams available on connection"), ErrKindNoStreams},
+		{"empty pool", gocql.ErrNoConnections, ErrKindNoHosts},
+		{"no hosts", gocql.ErrNoHosts, ErrKindNoHosts},
+		{"no connections at start", gocql.ErrNoConnectionsStarted, ErrKindNoHosts},
+		{"connection closed", gocql.ErrConnectionClosed, ErrKindConnection},
+		{"too many timeouts closes the connection", gocql.ErrTooManyTimeouts, ErrKindConnection},
+		{"session closed", gocql.ErrSessionClosed, ErrKindConnection},
+		{"refused", refused, ErrKindConnection},
+		{"reset", fmt.Errorf("read: %w", syscall.ECONNRESET), ErrKindConnection},
+		{"eof", io.EOF, ErrKindConnection},
+		{"closed conn", net.ErrClosed, ErrKindConnection},
+		{"reset flattened", errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer"), ErrKindConnection},
+		{"invalid query", serverError{gocql.ErrCodeInvalid, "unconfigured table kv"}, ErrKindOther},
+		{"write failure", &gocql.RequestErrWriteFailure{}, ErrKindOther},
+		{"anything else", errors.New("boom"), ErrKindOther},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := classifyError(tt.err); got != tt.want {
+				t.Errorf("classifyError(%T %q) = %s; want %s", tt.err, tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestErrorCountsJSONHasEveryKind(t *testing.T) {
+	var c ErrorCounts
+	c[ErrKindOverloaded] = 2
+	b, err := c.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"connection":0,"no_hosts":0,"no_streams":0,"other":0,"overloaded":2,"timeout":0,"unavailable":0}`
+	if string(b) != want {
+		t.Errorf("got %s; want %s", b, want)
+	}
+	if got, want := c.String(), "overloaded=2"; got != want {
+		t.Errorf("String() = %q; want %q", got, want)
+	}
+}
+
+func TestErrorCountsJSONRoundTrip(t *testing.T) {
+	var c, back ErrorCounts
+	c[ErrKindTimeout], c[ErrKindOther] = 3, 1
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back != c {
+		t.Errorf("round trip: got %v; want %v", back, c)
+	}
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/gocql/gocql"
+)
+
+const (
+	workloadRead  = "read"
+	workloadWrite = "write"
+	workloadMixed = "mixed"
+)
+
+// Workload describes what the closed-loop workers do. A Workload is shared
+// by all workers and must be safe for concurrent use; per-worker state
+// (random source, buffers) lives in the Worker it hands out.
+type Workload interface {
+	// Name is the label in reports.
+	Name() string
+	// NewWorker returns the state of worker id. It is called once per
+	// worker per measurement, from the goroutine that will use it.
+	NewWorker(id int) Worker
+}
+
+// Worker performs one operation per Do call. It is used by one goroutine.
+type Worker interface {
+	Do(ctx context.Context, s *gocql.Session) error
+}
+
+func newWorkload(cfg *Config) (Workload, error) {
+	kv := kvWorkload{rows: cfg.Rows, valueSize: cfg.ValueSize, name: cfg.Workload}
+	switch cfg.Workload {
+	case workloadRead:
+		kv.readRatio = 1
+	case workloadWrite:
+		kv.readRatio = 0
+	case workloadMixed:
+		if cfg.ReadRatio < 0 || cfg.ReadRatio > 1 {
+			return nil, fmt.Errorf("--read-ratio %v is outside [0, 1]", cfg.ReadRatio)
+		}
+		kv.readRatio = cfg.ReadRatio
+	default:
+		return nil, fmt.Errorf("unknown --workload %q (want read, write or mixed)", cfg.Workload)
+	}
+	return kv, nil
+}
+
+// The statements are unqualified: the session's keyspace names the table.
+// gocql prepares any statement with bind values and caches it per
+// connection, so each of these is a prepared single-partition request.
+const (
+	selectKV = `SELECT v FROM kv WHERE k = ?`
+	insertKV = `INSERT INTO kv (k, v) VALUES (?, ?)`
+)
+
+// kvWorkload reads and writes single partitions of table kv with keys drawn
+// uniformly from [0, rows).
+type kvWorkload struct {
+	name      string
+	rows      int64
+	valueSize int
+	readRatio float64 // 1 = reads only, 0 = writes only
+}
+
+func (w kvWorkload) Name() string { return w.name }
+
+func (w kvWorkload) NewWorker(id int) Worker {
+	// A seeded source per worker: no lock shared between workers, and a
+	// run's key sequence does not depend on scheduling.
+	rng := rand.New(rand.NewPCG(uint64(id), 0x636f6c67617465))
+	value := make([]byte, w.valueSize)
+	for i := range value {
+		value[i] = byte(rng.Uint32())
+	}
+	return &kvWorker{kvWorkload: w, rng: rng, value: value}
+}
+
+type kvWorker struct {
+	kvWorkload
+	rng   *rand.Rand
+	value []byte // written as is: the content does not matter, its size does
+	read  []byte // scan target: gocql appends into its capacity, so reads stop allocating
+}
+
+func (w *kvWorker) Do(ctx context.Context, s *gocql.Session) error {
+	k := w.rng.Int64N(w.rows)
+	if w.readRatio >= 1 || (w.readRatio > 0 && w.rng.Float64() < w.readRatio) {
+		q := s.Query(selectKV, k).WithContext(ctx)
+		err := q.Scan(&w.read)
+		q.Release()
+		if err == gocql.ErrNotFound {
+			// A missing row is a correct answer (run without setup, or
+			// with more --rows than were loaded), not a failed request.
+			return nil
+		}
+		return err
+	}
+	q := s.Query(insertKV, k, w.value).WithContext(ctx)
+	err := q.Exec()
+	q.Release()
+	return err
+}
