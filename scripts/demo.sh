@@ -31,7 +31,7 @@ trap cleanup EXIT
 
 step() { printf '\n== %s\n' "$*" >&2; }
 
-bash scripts/ci-install.sh --demo
+bash scripts/ci-install.sh
 
 step "building the proxy and the load generator"
 go build -o "$bin/cqlgate" ./cmd/proxy

@@ -217,6 +217,9 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 		case r.table != systables.TableNone && r.op == frame.OpPrepare:
 			if id, err := frame.PreparedID(resultBody(resp.B)); err == nil {
 				c.p.rememberSystemStatement(id, r.table)
+				// Like any statement: prepared on the other nodes too, and
+				// again on a node that forgot it.
+				c.p.remember(id, r.prepQuery, r.prepKS, c.version, r.node)
 			}
 		case r.table != systables.TableNone:
 			resp = c.rewriteSystem(r.table, resp)
