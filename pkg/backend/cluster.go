@@ -42,6 +42,9 @@ type Config struct {
 	// OnSchemaChange receives SCHEMA_CHANGE EVENT frames seen on the
 	// control connection; it owns the frame and must not block.
 	OnSchemaChange func(*frame.Buf)
+	// OnNodes, if set, is called with the full node list after every
+	// change of the node set (not concurrently with itself).
+	OnNodes func([]*Node)
 }
 
 func (cfg *Config) setDefaults() {
@@ -73,6 +76,9 @@ func (cfg *Config) setDefaults() {
 
 // Node is one Cassandra node.
 type Node struct {
+	// ID is a small integer unique to this node for the Cluster's life,
+	// for arrays and limiters indexed by node.
+	ID             int
 	Addr           string // host:port the proxy dials (after AddressMap)
 	HostID         [16]byte
 	DataCenter     string
@@ -113,6 +119,7 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	nodes   map[string]*Node // by Addr
+	nextID  int
 	pools   map[poolKey]*poolEntry
 	control *Conn
 	version byte
@@ -518,6 +525,8 @@ func (cl *Cluster) loadTopology(ctx context.Context) error {
 			old.DataCenter, old.Rack, old.Tokens, old.HostID, old.ReleaseVersion = n.DataCenter, n.Rack, n.Tokens, n.HostID, n.ReleaseVersion
 			continue
 		}
+		n.ID = cl.nextID
+		cl.nextID++
 		cl.nodes[addr] = n
 		added = append(added, n)
 	}
@@ -541,6 +550,9 @@ func (cl *Cluster) loadTopology(ctx context.Context) error {
 		for _, p := range pools {
 			p.removeNode(n)
 		}
+	}
+	if (len(added) > 0 || len(removed) > 0) && cl.cfg.OnNodes != nil {
+		cl.cfg.OnNodes(cl.Nodes())
 	}
 	// A node reported back up should be retried now, not after backoff.
 	for _, p := range pools {
