@@ -1,0 +1,174 @@
+package drivers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const (
+	// pythonScript is the driver check, relative to this package.
+	pythonScript = "../python/driver_check.py"
+	// pythonTimeout bounds one run of the script.
+	pythonTimeout     = 3 * time.Minute
+	pythonInstallHint = "install the driver with: python3 -m pip install cassandra-driver lz4 " +
+		"(psutil optional); CQLGATE_PYTHON=/path/to/python selects another interpreter; " +
+		"CQLGATE_SKIP_PYTHON=1 skips this test"
+)
+
+// summaryRE matches the script's last line.
+var summaryRE = regexp.MustCompile(`^(\d+) passed, (\d+) failed$`)
+
+// TestPythonDriver runs test/python/driver_check.py (DataStax/Apache
+// cassandra-driver with default settings, then with lz4 compression) against
+// an in-process proxy in front of a real Cassandra node, and checks that the
+// driver never connects to the node itself.
+func TestPythonDriver(t *testing.T) {
+	python, version := findPythonDriver(t)
+	t.Logf("using %s with cassandra-driver %s", python, version)
+
+	addrs := single.get(t)
+	proxyAddr := startProxy(t, addrs)
+	host, port, err := net.SplitHostPort(proxyAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), pythonTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, pythonScript,
+		"--host", host, "--port", port, "--forbidden", strings.Join(addrs, ","))
+	cmd.Env = append(os.Environ(), "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1")
+	cmd.WaitDelay = 10 * time.Second // if the script leaves children holding the pipe
+	out := &lineLogger{t: t, prefix: "py| "}
+	cmd.Stdout = out
+	cmd.Stderr = out
+	start := time.Now()
+	err = cmd.Run()
+	out.flush()
+	elapsed := time.Since(start).Round(time.Millisecond)
+
+	lines := out.all()
+	summary := ""
+	for i := len(lines) - 1; i >= 0; i-- {
+		if summaryRE.MatchString(lines[i]) {
+			summary = lines[i]
+			break
+		}
+	}
+	var failures []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "FAIL ") {
+			failures = append(failures, l)
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("%s timed out after %s (summary %q)", pythonScript, pythonTimeout, summary)
+	case err != nil:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("running %s: %v", pythonScript, err)
+		}
+		t.Fatalf("%s exited with %v after %s: %s\n%s", pythonScript, err, elapsed, summary, strings.Join(failures, "\n"))
+	case summary == "":
+		t.Fatalf("%s exited 0 after %s but printed no \"N passed, M failed\" line", pythonScript, elapsed)
+	case !strings.HasSuffix(summary, " 0 failed") || len(failures) > 0:
+		t.Fatalf("%s exited 0 but reported %q\n%s", pythonScript, summary, strings.Join(failures, "\n"))
+	}
+	t.Logf("python driver check: %s in %s", summary, elapsed)
+}
+
+// findPythonDriver returns the Python interpreter ($CQLGATE_PYTHON or
+// python3 on $PATH) and the cassandra-driver version it imports. It fails
+// the test when either is missing, or skips it if CQLGATE_SKIP_PYTHON=1.
+func findPythonDriver(t *testing.T) (python, version string) {
+	t.Helper()
+	missing := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("CQLGATE_SKIP_PYTHON") == "1" {
+			t.Skipf("CQLGATE_SKIP_PYTHON=1: "+format, args...)
+		}
+		t.Fatalf(format+"; "+pythonInstallHint, args...)
+	}
+	python = os.Getenv("CQLGATE_PYTHON")
+	if python == "" {
+		p, err := exec.LookPath("python3")
+		if err != nil {
+			missing("python3 not found on PATH: %v", err)
+		}
+		python = p
+	}
+	if _, err := os.Stat(pythonScript); err != nil {
+		t.Fatalf("driver check script: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, python, "-c", "import cassandra, lz4; print(cassandra.__version__)")
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+			msg = msg[i+1:] // the exception line of the traceback
+		}
+		missing("%s cannot import cassandra (cassandra-driver) and lz4: %v %s", python, err, msg)
+	}
+	return python, strings.TrimSpace(string(b))
+}
+
+// lineLogger is an io.Writer that sends every complete line to t.Log as it
+// arrives and keeps them all.
+type lineLogger struct {
+	t      *testing.T
+	prefix string
+
+	mu      sync.Mutex
+	partial []byte
+	lines   []string
+}
+
+func (w *lineLogger) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partial = append(w.partial, p...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			break
+		}
+		w.emit(string(bytes.TrimRight(w.partial[:i], "\r")))
+		w.partial = w.partial[i+1:]
+	}
+	return len(p), nil
+}
+
+// flush logs an unterminated last line.
+func (w *lineLogger) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.partial) > 0 {
+		w.emit(string(w.partial))
+		w.partial = nil
+	}
+}
+
+func (w *lineLogger) emit(line string) {
+	w.lines = append(w.lines, line)
+	w.t.Log(w.prefix + line)
+}
+
+func (w *lineLogger) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.lines...)
+}
