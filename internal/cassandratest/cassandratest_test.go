@@ -37,13 +37,15 @@ func TestSingleNode(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	c, err := Start(ctx, Options{})
+	// An address of its own: this test stops its node, and `make test`
+	// shares 127.0.10.1 and 127.0.11.1-3 among the other packages.
+	c, err := Start(ctx, Options{Addresses: []string{"127.0.16.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Stop()
-	if got := strings.Join(c.Addrs, ","); got != "127.0.10.1:9042" {
-		t.Fatalf("Addrs = %s, want 127.0.10.1:9042", got)
+	if got := strings.Join(c.Addrs, ","); got != "127.0.16.1:9042" {
+		t.Fatalf("Addrs = %s, want 127.0.16.1:9042", got)
 	}
 	if v := query1(t, c, 0, "SELECT release_version FROM system.local"); v != "5.0.4" {
 		t.Fatalf("release_version = %q, want 5.0.4", v)
@@ -104,11 +106,14 @@ func TestThreeNodes(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	c, err := Start(ctx, Options{Addresses: []string{"127.0.11.1", "127.0.11.2", "127.0.11.3"}})
+	// Under `make test` the suite's 3-node cluster was started by the same
+	// launcher: check its ring instead of starting three more nodes.
+	c, cleanup, err := Shared(ctx, "CLUSTER3", Options{Addresses: []string{"127.0.11.1", "127.0.11.2", "127.0.11.3"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Stop()
+	defer cleanup()
+	shared := os.Getenv("CQLGATE_TEST_CASSANDRA_CLUSTER3") != ""
 
 	var pids []int
 	for i := range c.Addrs {
@@ -154,6 +159,9 @@ func TestThreeNodes(t *testing.T) {
 	}
 	s.Close()
 
+	if shared {
+		return // not ours to stop
+	}
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
 	}
