@@ -405,11 +405,60 @@ func (cl *Cluster) onEvent(b *frame.Buf) {
 			cl.cfg.OnSchemaChange(b)
 			return
 		}
-	case "TOPOLOGY_CHANGE", "STATUS_CHANGE":
+	case "STATUS_CHANGE":
+		// Act on DOWN at once (a draining node answers everything with
+		// OVERLOADED for seconds before it closes its connections); UP is
+		// confirmed by reconnecting.
+		if change, addr, err := parseStatusChange(frame.Body(b.B)); err == nil {
+			if n := cl.nodeByAdvertised(addr); n != nil {
+				if change == "DOWN" {
+					cl.log.Info("node reported down", zap.String("node", n.Addr))
+					n.markDown(nil)
+				} else {
+					n.markUp()
+				}
+			}
+		}
+		cl.requestRefresh()
+	case "TOPOLOGY_CHANGE":
 		cl.requestRefresh()
 	}
 	b.Release()
 }
+
+// nodeByAdvertised finds the node an event names by the address it
+// advertises (before AddressMap).
+func (cl *Cluster) nodeByAdvertised(addr string) *Node {
+	if mapped, ok := cl.cfg.AddressMap[addr]; ok {
+		addr = mapped
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if n, ok := cl.nodes[addr]; ok {
+		return n
+	}
+	// Events carry the node's broadcast (storage) address and port; match
+	// on the host alone, as nodes on distinct hosts share one CQL port.
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil
+	}
+	var found *Node
+	for a, n := range cl.nodes {
+		if h, _, err := net.SplitHostPort(a); err == nil && h == host {
+			if found != nil {
+				return nil // ambiguous
+			}
+			found = n
+		}
+	}
+	return found
+}
+
+// MarkDown marks n down, so that requests avoid it until it is seen up
+// again (a successful reconnect or an UP event); for callers that learn
+// it from an answer, e.g. "server is shutting down".
+func (cl *Cluster) MarkDown(n *Node) { n.markDown(nil) }
 
 func (cl *Cluster) requestRefresh() {
 	select {
@@ -762,11 +811,13 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// WaitSchemaAgreement polls the control connection until system.local and
-// every live row of system.peers report the same schema_version, or ctx
-// ends. The proxy looks like a single node to drivers, so their own
-// agreement check is trivially true; this is the check that counts, and it
-// is the one the Java driver makes (same queries, same polling).
+// WaitSchemaAgreement polls every reachable node for the schema_version
+// in its own system.local until they all report the same one, or ctx ends.
+// The proxy looks like a single node to drivers, so their own agreement
+// check is trivially true; this is the check that counts. Each node is asked
+// directly, over its pool connection: the control node's gossip view of its
+// peers can still show the old schema everywhere right after a DDL ran on
+// another node, and a node that is down is left out instead of waited for.
 func (cl *Cluster) WaitSchemaAgreement(ctx context.Context) error {
 	const interval = 200 * time.Millisecond
 	for {
@@ -786,29 +837,35 @@ func (cl *Cluster) WaitSchemaAgreement(ctx context.Context) error {
 }
 
 func (cl *Cluster) schemaAgreed(ctx context.Context) (bool, error) {
-	cl.mu.Lock()
-	ctrl, v := cl.control, cl.version
-	cl.mu.Unlock()
-	if ctrl == nil {
-		return false, errors.New("no control connection")
-	}
-	local, err := ctrl.query(ctx, v, "SELECT schema_version FROM system.local WHERE key='local'")
-	if err != nil || len(local) != 1 {
-		return false, err
-	}
-	peers, err := ctrl.query(ctx, v, "SELECT peer, rpc_address, schema_version FROM system.peers")
+	v := cl.Version()
+	pool, err := cl.Pool(ctx, v, "")
 	if err != nil {
 		return false, err
 	}
-	want := string(local[0].bytes("schema_version"))
-	for _, p := range peers {
-		sv := p.bytes("schema_version")
-		if sv == nil {
-			continue // a node gossip knows nothing of yet
+	var want string
+	asked := 0
+	for _, np := range *pool.nodes.Load() {
+		c, _ := np.leastLoaded()
+		if c == nil || !np.node.Up() {
+			continue
 		}
-		if string(sv) != want {
+		rows, err := c.query(ctx, v, "SELECT schema_version FROM system.local WHERE key='local'")
+		if err != nil {
+			// The node may be going away; its reconnection will tell.
+			continue
+		}
+		if len(rows) != 1 {
+			return false, fmt.Errorf("system.local on %s: %d rows", np.node.Addr, len(rows))
+		}
+		sv := string(rows[0].bytes("schema_version"))
+		if asked > 0 && sv != want {
 			return false, nil
 		}
+		want = sv
+		asked++
+	}
+	if asked == 0 {
+		return false, errors.New("no node answered")
 	}
 	return true, nil
 }

@@ -56,18 +56,32 @@ func (p *Pool) Pick(avoid *Node) (*Conn, *NodePool) {
 		return nil, nil
 	}
 	start := p.rr.Add(1)
-	var best *Conn
-	var bestNP *NodePool
-	bestLoad := math.MaxInt
+	var best, fallback *Conn
+	var bestNP, fallbackNP *NodePool
+	bestLoad, fallbackLoad := math.MaxInt, math.MaxInt
 	for i := uint32(0); i < n; i++ {
 		np := nps[(start+i)%n]
 		if np.node == avoid {
 			continue
 		}
 		c, load := np.leastLoaded()
-		if c != nil && load < bestLoad {
+		if c == nil {
+			continue
+		}
+		if !np.node.Up() {
+			// Reported down but still connected (e.g. draining): only
+			// if no node that is up has a connection.
+			if load < fallbackLoad {
+				fallback, fallbackNP, fallbackLoad = c, np, load
+			}
+			continue
+		}
+		if load < bestLoad {
 			best, bestNP, bestLoad = c, np, load
 		}
+	}
+	if best == nil {
+		return fallback, fallbackNP
 	}
 	return best, bestNP
 }

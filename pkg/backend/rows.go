@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"strconv"
 
 	"github.com/datastax/go-cassandra-native-protocol/message"
 	"github.com/datastax/go-cassandra-native-protocol/primitive"
@@ -138,4 +139,38 @@ func decodeRows(version byte, body []byte) ([]row, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// parseStatusChange decodes a STATUS_CHANGE EVENT body:
+// [string "STATUS_CHANGE"][string UP|DOWN][inet] where [inet] is
+// [byte n][n address bytes][int port].
+func parseStatusChange(body []byte) (change, addr string, err error) {
+	str := func() (string, error) {
+		if len(body) < 2 {
+			return "", frame.ErrShortBody
+		}
+		n := int(binary.BigEndian.Uint16(body))
+		if len(body) < 2+n {
+			return "", frame.ErrShortBody
+		}
+		v := string(body[2 : 2+n])
+		body = body[2+n:]
+		return v, nil
+	}
+	if _, err = str(); err != nil {
+		return "", "", err
+	}
+	if change, err = str(); err != nil {
+		return "", "", err
+	}
+	if len(body) < 1 {
+		return "", "", frame.ErrShortBody
+	}
+	n := int(body[0])
+	if (n != 4 && n != 16) || len(body) < 1+n+4 {
+		return "", "", frame.ErrShortBody
+	}
+	ip := net.IP(append([]byte(nil), body[1:1+n]...))
+	port := int(int32(binary.BigEndian.Uint32(body[1+n:])))
+	return change, net.JoinHostPort(ip.String(), strconv.Itoa(port)), nil
 }

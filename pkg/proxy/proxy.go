@@ -319,21 +319,58 @@ func (p *Proxy) maxVersion() byte {
 
 // broadcastSchemaChange forwards a SCHEMA_CHANGE event from the control
 // connection to every client that registered for it. The event body is the
-// same in v3, v4 and v5, so only the header's version changes.
+// same in v3, v4 and v5 except that v3 has no FUNCTION or AGGREGATE target:
+// v3 clients get "keyspace updated" instead, as Cassandra sends them.
 func (p *Proxy) broadcastSchemaChange(ev *frame.Buf) {
 	defer ev.Release()
+	body := frame.Body(ev.B)
+	var v3body []byte
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for c := range p.clients {
 		if !c.schemaEvents.Load() {
 			continue
 		}
-		b := frame.GetBuf(len(ev.B))
-		copy(b.B, ev.B)
-		b.B[0] = c.version | frame.ResponseBit
-		frame.SetStream(b.B, frame.EventStream)
-		c.send(b)
+		b := body
+		if c.version == frame.V3 {
+			if v3body == nil {
+				v3body = v3SchemaChange(body)
+			}
+			b = v3body
+		}
+		f := frame.GetBuf(frame.HeaderLen + len(b))
+		frame.PutHeader(f.B, frame.Header{Version: c.version, Response: true, Stream: frame.EventStream, Opcode: frame.OpEvent, Length: int32(len(b))})
+		copy(frame.Body(f.B), b)
+		c.send(f)
 	}
+}
+
+// v3SchemaChange rewrites a FUNCTION or AGGREGATE schema change event body
+// ([string SCHEMA_CHANGE][string change][string target][string keyspace]...)
+// as KEYSPACE UPDATED of that keyspace; other bodies are returned as is.
+func v3SchemaChange(body []byte) []byte {
+	var fields []string
+	rest := body
+	for i := 0; i < 4; i++ {
+		if len(rest) < 2 {
+			return body
+		}
+		n := int(rest[0])<<8 | int(rest[1])
+		if len(rest) < 2+n {
+			return body
+		}
+		fields = append(fields, string(rest[2:2+n]))
+		rest = rest[2+n:]
+	}
+	if fields[2] != "FUNCTION" && fields[2] != "AGGREGATE" {
+		return body
+	}
+	var out []byte
+	for _, f := range []string{fields[0], "UPDATED", "KEYSPACE", fields[3]} {
+		out = append(out, byte(len(f)>>8), byte(len(f)))
+		out = append(out, f...)
+	}
+	return out
 }
 
 func parseUUID(s string) ([16]byte, error) {

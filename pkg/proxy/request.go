@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,11 @@ import (
 // maxReprepares bounds re-prepare rounds for one request: a BATCH may name
 // several statements a restarted node has forgotten.
 const maxReprepares = 8
+
+// maxRetries bounds how often one request is sent again to another node
+// (after a connection died before writing it, or an answer proving it did
+// not run).
+const maxRetries = 2
 
 // schemaAgreementTimeout is how long a DDL's answer waits for the nodes to
 // agree on the schema: the Java driver's default.
@@ -209,7 +215,7 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 	}
 	switch frame.Opcode(resp.B) {
 	case frame.OpError:
-		if r.reprepare(conn, resp) {
+		if r.reprepare(conn, resp) || r.resendNotExecuted(resp) {
 			return
 		}
 	case frame.OpResult:
@@ -245,6 +251,38 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 	r.finish()
 }
 
+// resendNotExecuted sends a request again, to another node, when Cassandra
+// answered OVERLOADED or IS_BOOTSTRAPPING: both mean the request did not
+// run, so this is safe whatever the statement does. A node that says it is
+// shutting down is avoided from now on (it keeps its connections open and
+// answers everything this way for seconds). With no other node to try, the
+// answer goes to the client.
+func (r *request) resendNotExecuted(resp *frame.Buf) bool {
+	if r.retries >= maxRetries {
+		return false
+	}
+	code, msg, err := frame.ErrorCode(resultBody(resp.B))
+	if err != nil || (code != frame.ErrCodeOverloaded && code != frame.ErrCodeIsBootstrapping) {
+		return false
+	}
+	if strings.Contains(msg, "shutting down") {
+		r.c.p.cluster.MarkDown(r.node)
+	}
+	conn, np := r.pool.Pick(r.node)
+	if conn == nil {
+		return false
+	}
+	if conn.Queue(r.buf.B, r) != nil {
+		return false
+	}
+	resp.Release()
+	r.retries++
+	r.node = np.Node()
+	r.c.p.metrics.retries.Inc()
+	conn.Flush()
+	return true
+}
+
 // answerAfterSchemaAgreement holds a DDL's answer until every node has the
 // new schema, so the client's next request finds its table on whichever node
 // serves it. On timeout the answer goes out anyway, as drivers do.
@@ -278,7 +316,7 @@ func (r *request) OnFailure(conn *backend.Conn, err error, sent bool) {
 		r.finish()
 		return
 	}
-	if !sent && r.retries < 2 {
+	if !sent && r.retries < maxRetries {
 		r.retries++
 		r.c.p.metrics.retries.Inc()
 		r.send(r.node)

@@ -65,3 +65,29 @@ func cat(parts ...[]byte) []byte {
 	}
 	return out
 }
+
+func TestV3SchemaChange(t *testing.T) {
+	str := func(ss ...string) []byte {
+		var out []byte
+		for _, s := range ss {
+			out = append(out, byte(len(s)>>8), byte(len(s)))
+			out = append(out, s...)
+		}
+		return out
+	}
+	fn := cat(str("SCHEMA_CHANGE", "CREATED", "FUNCTION", "ks", "f"), []byte{0, 1, 0, 3, 'i', 'n', 't'})
+	if got, want := v3SchemaChange(fn), str("SCHEMA_CHANGE", "UPDATED", "KEYSPACE", "ks"); !bytes.Equal(got, want) {
+		t.Errorf("FUNCTION: got %q; want %q", got, want)
+	}
+	table := str("SCHEMA_CHANGE", "CREATED", "TABLE", "ks", "t")
+	if got := v3SchemaChange(table); !bytes.Equal(got, table) {
+		t.Errorf("TABLE: got %q; want it unchanged", got)
+	}
+	ks := str("SCHEMA_CHANGE", "DROPPED", "KEYSPACE", "ks")
+	if got := v3SchemaChange(ks); !bytes.Equal(got, ks) {
+		t.Errorf("KEYSPACE: got %q; want it unchanged", got)
+	}
+	if got := v3SchemaChange([]byte{0, 9}); !bytes.Equal(got, []byte{0, 9}) {
+		t.Errorf("truncated: got %q", got)
+	}
+}
