@@ -180,8 +180,9 @@ func (c *client) negotiate(version byte, body []byte) (frame.Compression, string
 	return comp, ""
 }
 
-// writeUnsupportedVersion answers a frame of a version we do not speak the
-// way Cassandra does, so that drivers downgrade: a PROTOCOL_ERROR naming the
+// writeUnsupportedVersion, during the handshake only (it writes directly),
+// answers a frame of a version we do not speak the way Cassandra does, so
+// that drivers downgrade: a PROTOCOL_ERROR naming the
 // versions supported, in our highest version for newer clients, and in the
 // client's own (8-byte header) format for v1/v2 clients.
 func (c *client) writeUnsupportedVersion(v byte, stream int16) {
@@ -196,7 +197,10 @@ func (c *client) writeUnsupportedVersion(v byte, stream int16) {
 		out := []byte{v | frame.ResponseBit, 0, byte(stream), frame.OpError, 0, 0, 0, 0}
 		l := len(body)
 		out[4], out[5], out[6], out[7] = byte(l>>24), byte(l>>16), byte(l>>8), byte(l)
-		c.nc.Write(append(out, body...))
+		// Not a frame the Writer can check: keep the order by hand.
+		if c.w.Flush() == nil {
+			c.nc.Write(append(out, body...))
+		}
 		return
 	}
 	c.w.WriteFrame(frame.AppendError(nil, c.p.maxVersion(), stream, frame.ErrCodeProtocol, msg))
@@ -226,8 +230,18 @@ func (c *client) answerReadError(err error) bool {
 		return true
 	case errors.As(err, &unsup):
 		c.p.metrics.proxyError(frame.ErrCodeProtocol)
-		c.writeUnsupportedVersion(unsup.Header.Version, unsup.Header.Stream)
-		return false // drivers reconnect with the lower version
+		if v == 0 {
+			// Negotiation: answer so the driver downgrades, then close;
+			// it reconnects with the lower version.
+			c.writeUnsupportedVersion(unsup.Header.Version, unsup.Header.Stream)
+			return false
+		}
+		if !unsup.InSync {
+			return false
+		}
+		c.emit(frame.AppendError(nil, v, unsup.Header.Stream, frame.ErrCodeProtocol,
+			fmt.Sprintf("Invalid message version. Got %d but previous messages on this connection had version %d", unsup.Header.Version, v)))
+		return true
 	}
 	return false
 }
