@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 // Hot-path benchmarks. Cassandra is far too noisy to see a few
 // microseconds of proxy CPU, so these drive the proxy against a minimal
@@ -9,9 +9,7 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"syscall"
@@ -21,9 +19,8 @@ import (
 	"github.com/datastax/go-cassandra-native-protocol/datatype"
 	"github.com/datastax/go-cassandra-native-protocol/message"
 	"github.com/datastax/go-cassandra-native-protocol/primitive"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cqlgate/cqlgate/pkg/config"
+	"github.com/cqlgate/cqlgate/internal/proxytest"
 	"github.com/cqlgate/cqlgate/pkg/frame"
 )
 
@@ -270,31 +267,6 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func startBenchProxy(b *testing.B, backend string) (string, func()) {
-	cfg := config.Default()
-	cfg.Listen = []string{"127.0.0.1:0"}
-	cfg.ContactPoints = []string{backend}
-	cfg.AdminListen = "127.0.0.1:0"
-	p, err := New(cfg, nil, prometheus.NewRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	select {
-	case <-p.Serving():
-	case err := <-done:
-		b.Fatal(err)
-	}
-	return p.Addrs()[0].String(), func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, io.EOF) {
-			b.Error(err)
-		}
-	}
-}
-
 // BenchmarkForward reports process CPU per request (cpu-ns/op) for a
 // pipelined client talking to the responder directly and through the proxy;
 // proxy cost = proxied - direct.
@@ -306,9 +278,9 @@ func BenchmarkForward(b *testing.B) {
 				defer r.close()
 				addr := r.addr()
 				if mode == "proxied" {
-					var stop func()
-					addr, stop = startBenchProxy(b, addr)
-					defer stop()
+					p := proxytest.Start(b, []string{addr}, nil)
+					defer p.Stop()
+					addr = p.Addr
 				}
 				b.ReportAllocs()
 				b.ResetTimer()

@@ -15,7 +15,6 @@
 package drivers
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"strings"
@@ -23,12 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-
-	"github.com/cqlgate/cqlgate/pkg/config"
-	"github.com/cqlgate/cqlgate/pkg/proxy"
+	"github.com/cqlgate/cqlgate/internal/proxytest"
 )
 
 func TestMain(m *testing.M) {
@@ -95,69 +89,13 @@ func (l *lazyCluster) stop() {
 	l.addrs, l.cleanup, l.err, l.started = nil, nil, nil, false
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers, used as the
-// proxy's log sink so that late log lines never reach a finished test's t.Log.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Sync() error { return nil }
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startProxy runs a proxy in-process on 127.0.0.1:0 in front of
-// contactPoints and returns its address. It is stopped when the test ends;
-// if the test failed, the proxy's log (info and above) is printed.
+// contactPoints and returns its address; it is stopped when the test ends.
 func startProxy(t *testing.T, contactPoints []string) string {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Listen = []string{"127.0.0.1:0"}
-	cfg.ContactPoints = contactPoints
-	logs := &syncBuffer{}
-	enc := zap.NewDevelopmentEncoderConfig()
-	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), logs, zapcore.InfoLevel))
-	p, err := proxy.New(cfg, log, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatalf("proxy.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("proxy.Run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("proxy.Run did not return within 30s of cancel")
-		}
-		if t.Failed() {
-			t.Logf("proxy log:\n%s", tail(logs.String(), 300))
-		}
-	})
-	select {
-	case <-p.Serving():
-	case err := <-done:
-		t.Fatalf("proxy.Run: %v\nproxy log:\n%s", err, tail(logs.String(), 300))
-	case <-time.After(time.Minute):
-		t.Fatalf("proxy not serving after 1m\nproxy log:\n%s", tail(logs.String(), 300))
-	}
-	addr := p.Addrs()[0].String()
-	t.Logf("proxy at %s in front of %v", addr, contactPoints)
-	return addr
+	p := proxytest.Start(t, contactPoints, nil)
+	t.Logf("proxy at %s in front of %v", p.Addr, contactPoints)
+	return p.Addr
 }
 
 // tail returns the last n lines of s.

@@ -1,108 +1,36 @@
 package integration
 
 import (
-	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/cqlgate/cqlgate/internal/proxytest"
 
 	"github.com/gocql/gocql"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/cqlgate/cqlgate/pkg/config"
 	"github.com/cqlgate/cqlgate/pkg/frame"
-	"github.com/cqlgate/cqlgate/pkg/proxy"
 )
 
 // ---------------------------------------------------------------------------
 // The proxy under test
 
-type testProxy struct {
-	*proxy.Proxy
-	Addr string // host:port clients dial
-	Reg  *prometheus.Registry
-	stop func() // cancels Run and waits for it; idempotent
-}
-
-// syncBuffer is the proxy's log sink, shown when a test fails.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) Sync() error { return nil }
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type testProxy = proxytest.Proxy
 
 // startProxy runs a proxy in this process in front of contact points, with
-// config.Default() settings changed only by mod (may be nil). It is stopped
-// at the end of the test; a Run that does not return within 30 s after its
-// context is cancelled fails the test.
+// config.Default() settings changed only by mod (may be nil); see
+// proxytest.Start.
 func startProxy(t testing.TB, contactPoints []string, mod func(*config.Config)) *testProxy {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Listen = []string{"127.0.0.1:0"}
-	cfg.ContactPoints = contactPoints
-	if mod != nil {
-		mod(&cfg)
-	}
-	logs := &syncBuffer{}
-	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), logs, zap.InfoLevel))
-	reg := prometheus.NewRegistry()
-	p, err := proxy.New(cfg, log, reg)
-	if err != nil {
-		t.Fatalf("proxy.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	select {
-	case <-p.Serving():
-	case err := <-done:
-		cancel()
-		t.Fatalf("proxy.Run returned before serving: %v\nproxy log:\n%s", err, logs)
-	case <-time.After(60 * time.Second):
-		cancel()
-		t.Fatalf("proxy not serving after 60s\nproxy log:\n%s", logs)
-	}
-	var once sync.Once
-	tp := &testProxy{Proxy: p, Addr: p.Addrs()[0].String(), Reg: reg}
-	tp.stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("proxy.Run returned %v after cancel, want nil", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("proxy.Run did not return within 30s of cancel")
-			}
-			if t.Failed() {
-				t.Logf("proxy log:\n%s", logs)
-			}
-		})
-	}
-	t.Cleanup(tp.stop)
-	return tp
+	return proxytest.Start(t, contactPoints, mod)
 }
 
 // ---------------------------------------------------------------------------

@@ -64,7 +64,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 	open = append(open, stuck)
 
 	began := time.Now()
-	p.stop() // cancels Run's context and fails the test unless Run returns
+	p.Stop() // cancels Run's context and fails the test unless Run returns
 	t.Logf("proxy stopped in %s", time.Since(began).Round(time.Millisecond))
 
 	for i, r := range open {

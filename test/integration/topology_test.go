@@ -18,6 +18,7 @@ import (
 	"time"
 
 	gocql2 "github.com/apache/cassandra-gocql-driver/v2"
+	"github.com/cqlgate/cqlgate/internal/proxytest"
 	"github.com/gocql/gocql"
 )
 
@@ -261,7 +262,7 @@ func startProxyProcess(t *testing.T, contactPoints []string) (string, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer
+	var stderr proxytest.SyncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start proxy process: %v", err)
