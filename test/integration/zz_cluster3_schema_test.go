@@ -1,14 +1,9 @@
-//go:build cqlgate_repro
-
 package integration
 
-// Reproductions of proxy bugs found by this suite and not fixed yet. They
-// fail (some of them intermittently) until the bugs are fixed, so they are
-// kept out of the suite by a build tag:
-//
-//	go test -race -count=1 -tags cqlgate_repro -run 'TestRepro' ./test/integration/
-//
-// Once a bug is fixed, move its test into the suite proper.
+// Schema agreement and node shutdown on the 3-node cluster. These began as
+// reproductions of bugs this suite found (DDL answered before the other
+// nodes had the schema; a draining node's OVERLOADED answers reaching
+// clients; DDL stalling for the agreement timeout while a node is down).
 
 import (
 	"context"
@@ -24,17 +19,13 @@ import (
 	"github.com/cqlgate/cqlgate/pkg/frame"
 )
 
-// TestReproDDLAnsweredBeforeSchemaAgreement (BUG 1) creates and alters
-// tables through the proxy and uses them at once with simple statements
-// spread over the three nodes. The proxy holds DDL answers until
-// WaitSchemaAgreement reports agreement, but that compares the control
-// node's own schema_version with its gossip view of the peers'; when the
-// DDL ran on another node, all of these can still be the old version right
-// after the answer, so "agreement" is reached on the schema from before
-// the change and the client's next requests fail on the nodes that do not
-// have it yet ("table t0 does not exist", 2 requests out of 3). Seen in
-// about half the runs on a local 3-node cluster.
-func TestReproDDLAnsweredBeforeSchemaAgreement(t *testing.T) {
+// TestDDLWaitsForSchemaAgreement creates and alters tables through the
+// proxy and uses them at once with simple statements spread over the three
+// nodes: the proxy must hold each DDL answer until every node has the new
+// schema. (Comparing the control node's gossip view of its peers is not
+// enough: right after a DDL ran on another node it can still show the old
+// version everywhere; that made 2 requests in 3 fail on a local cluster.)
+func TestDDLWaitsForSchemaAgreement(t *testing.T) {
 	const tables, uses = 8, 30
 	c := cluster3.get(t)
 	p := startProxy(t, c.Addrs[:1], nil)
@@ -67,19 +58,16 @@ func TestReproDDLAnsweredBeforeSchemaAgreement(t *testing.T) {
 	}
 }
 
-// TestReproNodeShutdown (BUGS 2 and 3) stops one node of three while
-// queries run through the proxy:
-//   - BUG 2: while the node drains it answers every request with OVERLOADED
+// TestNodeShutdownIsInvisible stops one node of three while queries run
+// through the proxy:
+//   - while the node drains it answers every request with OVERLOADED
 //     "Server is shutting down" (it did not execute them) and keeps its
-//     connections open for seconds; the proxy relays those errors instead
-//     of sending the requests to another node, and since that node answers
-//     fastest, least-loaded picking sends it even more. Up to ~100 queries
-//     failed here in a 5 s stop with 4 concurrent clients.
-//   - BUG 3: with the node down, every DDL takes the proxy's whole 10 s
-//     schemaAgreementTimeout: WaitSchemaAgreement compares the control
-//     node's system.peers schema_version of every peer, including the down
-//     one whose version never changes.
-func TestReproNodeShutdown(t *testing.T) {
+//     connections open for seconds; the proxy must send those requests to
+//     another node and avoid the draining one, so clients see at most the
+//     few requests in flight when its connections closed fail;
+//   - with the node down, DDL must not wait for it: schema agreement is
+//     checked among the nodes that are up.
+func TestNodeShutdownIsInvisible(t *testing.T) {
 	const victim = 2
 	c := cluster3.get(t)
 	direct := newSession(t, c.Addrs, nil)
@@ -129,12 +117,12 @@ func TestReproNodeShutdown(t *testing.T) {
 		t.Fatalf("StopNode(%d): %v", victim, err)
 	}
 	if n := failed.Load(); n > 8 {
-		t.Errorf("BUG 2: %d of %d queries failed while the node shut down, want at most the few in flight when its connections closed", n, ran.Load())
+		t.Errorf("%d of %d queries failed while the node shut down, want at most the few in flight when its connections closed", n, ran.Load())
 	}
 
 	began := time.Now()
 	mustExec(t, s, "CREATE TABLE it_repro.while_down (k int PRIMARY KEY)")
 	if d := time.Since(began); d > 5*time.Second {
-		t.Errorf("BUG 3: CREATE TABLE with a node down took %s, want well under the 10s schema agreement timeout", d.Round(time.Millisecond))
+		t.Errorf("CREATE TABLE with a node down took %s, want well under the 10s schema agreement timeout", d.Round(time.Millisecond))
 	}
 }
