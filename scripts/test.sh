@@ -11,7 +11,10 @@ cluster_dir=${CQLGATE_TEST_DIR:-/tmp/cqlgate-test}/cluster3
 single_addrs=${CQLGATE_TEST_SINGLE_ADDRS:-127.0.10.1}
 cluster_addrs=${CQLGATE_TEST_CLUSTER3_ADDRS:-127.0.11.1,127.0.11.2,127.0.11.3}
 
+single_pid=
 cleanup() {
+  # A start still under way would leave a node behind: let it finish first.
+  if [[ -n $single_pid ]]; then wait "$single_pid" 2>/dev/null || true; fi
   bash "$launcher" stop --dir "$single_dir" >/dev/null 2>&1 || true
   bash "$launcher" stop --dir "$cluster_dir" >/dev/null 2>&1 || true
 }
@@ -23,6 +26,7 @@ bash "$launcher" start --dir "$single_dir" --addresses "$single_addrs" --cluster
 single_pid=$!
 bash "$launcher" start --dir "$cluster_dir" --addresses "$cluster_addrs" --cluster-name cqlgate-cluster3
 wait "$single_pid"
+single_pid=
 
 export CQLGATE_TEST_CASSANDRA_SINGLE=${single_addrs//,/:9042,}:9042
 export CQLGATE_TEST_CASSANDRA_SINGLE_DIR=$single_dir
