@@ -65,7 +65,6 @@ func main() {
 	a := app{newServer: func(c config.Config, l *zap.Logger, r prometheus.Registerer) (server, error) {
 		return proxy.New(c, l, r)
 	}}
-	// When pkg/proxy lands, replace the line above with:
 	os.Exit(a.run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }
 
