@@ -1,0 +1,134 @@
+package limiter
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics. The hot path updates none of them: gauges and counters are read
+// from the Limiter's own state at scrape time (one lock, a copy), and only
+// admissions from the queue observe the wait histogram.
+//
+//	cqlgate_limiter_limit{node}                 gauge    current limit of an active node
+//	cqlgate_limiter_global_limit                gauge    GlobalLimit, or the sum of the active nodes' limits
+//	cqlgate_limiter_in_flight{node}             gauge    permits out on a node
+//	cqlgate_limiter_global_in_flight            gauge    permits out in total
+//	cqlgate_limiter_queue_depth                 gauge    requests waiting
+//	cqlgate_limiter_standing_queue              gauge    1 if CoDel rejected a request within QueueInterval
+//	cqlgate_limiter_queue_wait_seconds          histogram wait of requests admitted from the queue
+//	cqlgate_limiter_admitted_total              counter  permits granted
+//	cqlgate_limiter_rejected_total{reason}      counter  requests turned away, by Kind.Label
+//	cqlgate_limiter_limit_changes_total{node}   counter  changes of a node's limit
+//	cqlgate_limiter_double_releases_total       counter  ignored second Releases (bugs)
+
+// NodeStats is one node's part of Stats.
+type NodeStats struct {
+	ID           NodeID
+	Active       bool // set by SetNodes
+	Limit        int
+	InFlight     int
+	LimitChanges uint64
+}
+
+// Stats is a snapshot of the Limiter, as exported in its metrics.
+type Stats struct {
+	Limit          int // GlobalLimit, or the sum of the active nodes' limits
+	InFlight       int
+	Queued         int
+	Standing       bool // CoDel turned a request away within the last QueueInterval
+	Admitted       uint64
+	Rejected       [numKinds]uint64 // by Kind
+	LimitChanges   uint64
+	DoubleReleases uint64
+	Nodes          []NodeStats // active nodes, and inactive ones with permits out
+}
+
+// Stats returns a snapshot. It allocates; it is meant for scrapes, tests and
+// admin pages, not for the request path.
+func (l *Limiter) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := Stats{
+		InFlight:       l.inflight,
+		Queued:         l.q.n,
+		Standing:       l.q.standing(l.now(), int64(l.cfg.QueueInterval)),
+		Admitted:       l.admitted,
+		Rejected:       l.rejected,
+		LimitChanges:   l.limitChanges,
+		DoubleReleases: l.doubleReleases,
+	}
+	sum := 0
+	for i := range l.nodes {
+		n := &l.nodes[i]
+		if !n.active && n.inflight == 0 {
+			continue
+		}
+		if n.active {
+			sum += int(n.limit)
+		}
+		s.Nodes = append(s.Nodes, NodeStats{ID: NodeID(i), Active: n.active, Limit: int(n.limit), InFlight: int(n.inflight), LimitChanges: n.changes})
+	}
+	s.Limit = sum
+	if l.globalLimit > 0 {
+		s.Limit = l.globalLimit
+	}
+	return s
+}
+
+type collector struct {
+	l                                                        *Limiter
+	limit, globalLimit, inFlight, globalInFlight, queueDepth *prometheus.Desc
+	standing, admitted, rejected, limitChanges, doubleRel    *prometheus.Desc
+}
+
+func newCollector(l *Limiter) *collector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("cqlgate_limiter_"+name, help, labels, nil)
+	}
+	return &collector{
+		l:              l,
+		limit:          d("limit", "Current concurrency limit of a Cassandra node.", "node"),
+		globalLimit:    d("global_limit", "Concurrency limit of the whole cluster: the global limit, or the sum of the node limits."),
+		inFlight:       d("in_flight", "Requests admitted to a Cassandra node and not yet released.", "node"),
+		globalInFlight: d("global_in_flight", "Requests admitted and not yet released."),
+		queueDepth:     d("queue_depth", "Requests waiting for a permit."),
+		standing:       d("standing_queue", "1 if a request of a standing queue was rejected within the queue interval (CoDel)."),
+		admitted:       d("admitted_total", "Permits granted."),
+		rejected:       d("rejected_total", "Requests answered OVERLOADED by the limiter, by reason.", "reason"),
+		limitChanges:   d("limit_changes_total", "Changes of a node's concurrency limit.", "node"),
+		doubleRel:      d("double_releases_total", "Permits released more than once (ignored; a bug)."),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.limit, c.globalLimit, c.inFlight, c.globalInFlight, c.queueDepth, c.standing, c.admitted, c.rejected, c.limitChanges, c.doubleRel} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.l.Stats()
+	g, ctr := prometheus.GaugeValue, prometheus.CounterValue
+	for _, n := range s.Nodes {
+		id := strconv.Itoa(int(n.ID))
+		if n.Active {
+			ch <- prometheus.MustNewConstMetric(c.limit, g, float64(n.Limit), id)
+		}
+		ch <- prometheus.MustNewConstMetric(c.inFlight, g, float64(n.InFlight), id)
+		ch <- prometheus.MustNewConstMetric(c.limitChanges, ctr, float64(n.LimitChanges), id)
+	}
+	ch <- prometheus.MustNewConstMetric(c.globalLimit, g, float64(s.Limit))
+	ch <- prometheus.MustNewConstMetric(c.globalInFlight, g, float64(s.InFlight))
+	ch <- prometheus.MustNewConstMetric(c.queueDepth, g, float64(s.Queued))
+	standing := 0.0
+	if s.Standing {
+		standing = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.standing, g, standing)
+	ch <- prometheus.MustNewConstMetric(c.admitted, ctr, float64(s.Admitted))
+	for k := Kind(1); k < numKinds; k++ {
+		ch <- prometheus.MustNewConstMetric(c.rejected, ctr, float64(s.Rejected[k]), k.Label())
+	}
+	ch <- prometheus.MustNewConstMetric(c.doubleRel, ctr, float64(s.DoubleReleases))
+}

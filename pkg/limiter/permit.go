@@ -1,0 +1,64 @@
+package limiter
+
+import "time"
+
+// Permit is held by one admitted request, for one node. It is a small
+// value: copy it freely, but call Release exactly once, whatever the path
+// (answer, error, timeout, client gone, connection dead, Close). A permit
+// is freed only by Release: a request that is never released holds its
+// node's capacity forever.
+//
+// The zero Permit is not a permit: Node returns 0 and Release does nothing.
+type Permit struct {
+	l    *Limiter
+	slot uint32 // the permit's slot in l.slots
+	gen  uint32 // l.slots[slot] while the permit is out
+	node int32
+}
+
+// Node returns the node the request must be sent to.
+func (p Permit) Node() NodeID { return NodeID(p.node) }
+
+// Release returns the permit with the request's outcome and its latency
+// (from sending to the node to the end of the answer, or to the moment the
+// stream was freed), which feed the node's adaptive limit (see Outcome). If
+// requests are queued, the freed capacity goes to the next one, whose
+// Waiter is called from Release before it returns.
+//
+// A second Release of the same Permit (or a copy) is detected: it panics
+// when Config.DebugPermits is set and otherwise is counted in
+// cqlgate_limiter_double_releases_total and ignored, so a bug in an error
+// path cannot inflate the capacity of a production proxy.
+func (p Permit) Release(o Outcome, latency time.Duration) {
+	l := p.l
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	if l.slots[p.slot] != p.gen {
+		l.doubleReleases++
+		debug := l.cfg.DebugPermits
+		l.mu.Unlock()
+		if debug {
+			panic("limiter: permit released twice")
+		}
+		return
+	}
+	gen := p.gen + 1
+	if gen == 0 {
+		gen = 1
+	}
+	l.slots[p.slot] = gen
+	l.freeSlots = append(l.freeSlots, p.slot)
+	n := &l.nodes[p.node]
+	n.inflight--
+	l.inflight--
+	if l.cfg.Adaptive {
+		n.ad.record(o, latency)
+	}
+	if l.q.n == 0 || l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.drainLocked(l.now())
+}

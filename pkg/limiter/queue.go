@@ -1,0 +1,320 @@
+package limiter
+
+// The queue of requests waiting for a permit. Everything here is guarded by
+// Limiter.mu and allocates only when a slab grows: entries and flows live in
+// slices, linked by int32 indices, and are recycled through free lists.
+//
+//   - Each flow (client connection, per class) is a FIFO of entries.
+//   - Each class is a ring of its backlogged flows, served round robin, so a
+//     flow with 10,000 waiting requests and one with 10 alternate.
+//   - Classes are served by deficit round robin with their weights.
+//   - Every entry also sits in a timer wheel bucket by deadline, so the
+//     ticker expires the due ones without scanning the queue and without a
+//     timer per request.
+
+const none = -1
+
+type flowKey struct {
+	flow  uint64
+	class int32
+}
+
+type entry struct {
+	w        Waiter
+	cands    []NodeID
+	enq      int64 // when it was queued, ns since the Limiter's epoch
+	deadline int64 // min(enq+MaxWait, the caller's deadline)
+	byCaller bool  // the deadline is the caller's
+	flow     int32
+	prev     int32 // neighbours in the flow's FIFO; next also links the free list
+	next     int32
+	wprev    int32 // neighbours in the wheel bucket
+	wnext    int32
+	bucket   int32
+}
+
+type flowQ struct {
+	key          flowKey
+	class        int32
+	n            int32
+	head, tail   int32 // entries
+	rprev, rnext int32 // the class's ring of backlogged flows; rnext links the free list
+}
+
+type classQ struct {
+	weight int
+	credit int   // dequeues left in the current DRR round
+	n      int   // waiting entries
+	nflows int   // backlogged flows
+	cursor int32 // the flow served next, none when nflows == 0
+}
+
+type queue struct {
+	entries   []entry
+	freeEntry int32
+	flows     []flowQ
+	freeFlow  int32
+	byKey     map[flowKey]int32
+	classes   []classQ
+	cur       int // the class DRR serves now
+	n         int // waiting entries
+
+	wheel    []int32 // bucket heads
+	tick     int64   // ns per bucket
+	lastTick int64   // the last tick swept
+
+	// CoDel state: firstAbove is when the waits may be called standing
+	// (0 while the last wait was below target); dropping is CoDel's state;
+	// lastDrop is when it last turned a request away (0 = never).
+	firstAbove int64
+	dropping   bool
+	lastDrop   int64
+}
+
+func (q *queue) init(weights []int, tick, horizon, now int64) {
+	q.freeEntry, q.freeFlow = none, none
+	q.byKey = make(map[flowKey]int32)
+	q.setWeights(weights)
+	q.tick = tick
+	q.lastTick = now/tick - 1
+	q.resizeWheel(horizon)
+}
+
+// setWeights applies new class weights. Classes are never removed, so
+// requests queued in a class that a reload dropped are still served (with
+// weight 1) until they are gone.
+func (q *queue) setWeights(weights []int) {
+	for len(q.classes) < len(weights) {
+		q.classes = append(q.classes, classQ{cursor: none})
+	}
+	for i := range q.classes {
+		w := 1
+		if i < len(weights) {
+			w = weights[i]
+		}
+		q.classes[i].weight = w
+		q.classes[i].credit = min(q.classes[i].credit, w)
+	}
+}
+
+// resizeWheel makes the wheel cover horizon ns (the longest possible wait)
+// plus two buckets, and rehashes the entries when its size changes.
+func (q *queue) resizeWheel(horizon int64) {
+	nb := int(horizon/q.tick) + 2
+	nb = max(nb, 8)
+	if nb == len(q.wheel) {
+		return
+	}
+	q.wheel = make([]int32, nb)
+	for i := range q.wheel {
+		q.wheel[i] = none
+	}
+	for fi := range q.flows {
+		f := &q.flows[fi]
+		if f.n == 0 {
+			continue
+		}
+		for ei := f.head; ei != none; ei = q.entries[ei].next {
+			q.wheelInsert(ei)
+		}
+	}
+}
+
+// push queues a request at the tail of its flow.
+func (q *queue) push(w Waiter, cands []NodeID, flow uint64, class int32, enq, deadline int64, byCaller bool) {
+	key := flowKey{flow, class}
+	fi, ok := q.byKey[key]
+	if !ok {
+		fi = q.newFlow(key, class)
+		q.byKey[key] = fi
+	}
+	ei := q.newEntry()
+	e := &q.entries[ei]
+	*e = entry{w: w, cands: cands, enq: enq, deadline: deadline, byCaller: byCaller, flow: fi, prev: none, next: none}
+	f := &q.flows[fi]
+	if f.tail == none {
+		f.head = ei
+	} else {
+		e.prev = f.tail
+		q.entries[f.tail].next = ei
+	}
+	f.tail = ei
+	f.n++
+	q.wheelInsert(ei)
+	q.classes[class].n++
+	q.n++
+}
+
+func (q *queue) newEntry() int32 {
+	if ei := q.freeEntry; ei != none {
+		q.freeEntry = q.entries[ei].next
+		return ei
+	}
+	q.entries = append(q.entries, entry{})
+	return int32(len(q.entries) - 1)
+}
+
+// newFlow makes a backlogged flow and puts it last in its class's round:
+// just before the cursor.
+func (q *queue) newFlow(key flowKey, class int32) int32 {
+	fi := q.freeFlow
+	if fi != none {
+		q.freeFlow = q.flows[fi].rnext
+	} else {
+		q.flows = append(q.flows, flowQ{})
+		fi = int32(len(q.flows) - 1)
+	}
+	f := &q.flows[fi]
+	*f = flowQ{key: key, class: class, head: none, tail: none}
+	c := &q.classes[class]
+	if c.cursor == none {
+		f.rprev, f.rnext = fi, fi
+		c.cursor = fi
+	} else {
+		next := c.cursor
+		prev := q.flows[next].rprev
+		f.rprev, f.rnext = prev, next
+		q.flows[prev].rnext = fi
+		q.flows[next].rprev = fi
+	}
+	c.nflows++
+	return fi
+}
+
+// remove unlinks entry ei from its flow and the wheel and frees it; a flow
+// left empty leaves its class's ring.
+func (q *queue) remove(ei int32) {
+	e := &q.entries[ei]
+	fi := e.flow
+	f := &q.flows[fi]
+	if e.prev == none {
+		f.head = e.next
+	} else {
+		q.entries[e.prev].next = e.next
+	}
+	if e.next == none {
+		f.tail = e.prev
+	} else {
+		q.entries[e.next].prev = e.prev
+	}
+	f.n--
+	q.wheelRemove(ei)
+	c := &q.classes[f.class]
+	c.n--
+	q.n--
+	if f.n == 0 {
+		if c.cursor == fi {
+			c.cursor = f.rnext
+		}
+		if f.rnext == fi {
+			c.cursor = none
+		} else {
+			q.flows[f.rprev].rnext = f.rnext
+			q.flows[f.rnext].rprev = f.rprev
+		}
+		c.nflows--
+		delete(q.byKey, f.key)
+		f.rnext = q.freeFlow
+		q.freeFlow = fi
+	}
+	*e = entry{next: q.freeEntry}
+	q.freeEntry = ei
+	if q.n == 0 {
+		q.firstAbove, q.dropping = 0, false
+	}
+}
+
+func ceilDiv(a, b int64) int64 {
+	d := a / b
+	if a%b > 0 {
+		d++
+	}
+	return d
+}
+
+func (q *queue) wheelInsert(ei int32) {
+	e := &q.entries[ei]
+	b := int32(ceilDiv(e.deadline, q.tick) % int64(len(q.wheel)))
+	if b < 0 {
+		b += int32(len(q.wheel))
+	}
+	e.bucket = b
+	e.wprev = none
+	e.wnext = q.wheel[b]
+	if e.wnext != none {
+		q.entries[e.wnext].wprev = ei
+	}
+	q.wheel[b] = ei
+}
+
+func (q *queue) wheelRemove(ei int32) {
+	e := &q.entries[ei]
+	if e.wprev == none {
+		q.wheel[e.bucket] = e.wnext
+	} else {
+		q.entries[e.wprev].wnext = e.wnext
+	}
+	if e.wnext != none {
+		q.entries[e.wnext].wprev = e.wprev
+	}
+}
+
+// currentClass returns the class deficit round robin serves now: the
+// current one while it has waiters and credit, else the next class with
+// waiters, whose credit is refilled with its weight. It returns none when
+// nothing waits.
+func (q *queue) currentClass() int {
+	if q.n == 0 {
+		return none
+	}
+	for range len(q.classes) + 1 {
+		c := &q.classes[q.cur]
+		if c.n > 0 && c.credit > 0 {
+			return q.cur
+		}
+		c.credit = 0
+		q.cur++
+		if q.cur == len(q.classes) {
+			q.cur = 0
+		}
+		q.classes[q.cur].credit = q.classes[q.cur].weight
+	}
+	return none // unreachable: q.n > 0 means some class has waiters
+}
+
+// codel updates the CoDel state with the wait of a request leaving the
+// queue and reports whether it must be rejected as part of a standing
+// queue. It follows CoDel (Nichols and Jacobson, RFC 8289) without its
+// drop-rate control law: while dropping, every request that waited more
+// than target is turned away, because a request is not a packet whose loss
+// makes a sender back off; each drop costs a client an error, so only the
+// requests that waited too long are dropped. As in CoDel, a queue that
+// stood less than an interval ago gets no new grace period.
+func (q *queue) codel(now, wait, target, interval int64) bool {
+	if target < 0 {
+		return false
+	}
+	if wait <= target {
+		q.firstAbove, q.dropping = 0, false
+		return false
+	}
+	switch {
+	case q.dropping:
+	case q.lastDrop != 0 && now-q.lastDrop < interval:
+		q.dropping = true
+	case q.firstAbove == 0:
+		q.firstAbove = now + interval
+	case now >= q.firstAbove:
+		q.dropping = true
+	}
+	if q.dropping {
+		q.lastDrop = now
+	}
+	return q.dropping
+}
+
+// standing reports whether CoDel turned a request away within the last
+// interval.
+func (q *queue) standing(now, interval int64) bool {
+	return q.lastDrop != 0 && now-q.lastDrop < interval
+}
