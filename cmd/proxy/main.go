@@ -128,6 +128,9 @@ func (a app) serve(ctx context.Context, cfg config.Config, log *zap.Logger, info
 		return srv.Ready()
 	}
 	adm := admin.New(cfg.AdminListen, reg, ready, log)
+	if cfg.AdminPprof {
+		adm.EnablePprof()
+	}
 	if err := adm.Start(); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -53,6 +54,7 @@ type Server struct {
 	ln      net.Listener  // set by Start
 	stopped bool          // set by Shutdown
 	done    chan struct{} // closed when the serving goroutine returns
+	mux     *http.ServeMux
 }
 
 // New returns a server that will listen on addr (HOST:PORT; port 0 picks a
@@ -67,9 +69,9 @@ func New(addr string, reg *prometheus.Registry, ready func() error, log *zap.Log
 		ready = func() error { return nil }
 	}
 	log = log.Named("admin")
-	s := &Server{addr: addr, log: log, done: make(chan struct{})}
+	s := &Server{addr: addr, log: log, done: make(chan struct{}), mux: handler(reg, ready, log)}
 	s.srv = &http.Server{
-		Handler:           handler(reg, ready, log),
+		Handler:           s.mux,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -79,8 +81,19 @@ func New(addr string, reg *prometheus.Registry, ready func() error, log *zap.Log
 	return s
 }
 
+// EnablePprof serves the Go profiler under /debug/pprof/ (CPU and heap
+// profiles, goroutine dumps), for diagnosing a live proxy. Call it before
+// Start. A CPU profile needs ?seconds= below the server's write timeout.
+func (s *Server) EnablePprof() {
+	s.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	s.mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	s.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	s.mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	s.mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+}
+
 // handler routes the admin endpoints.
-func handler(reg *prometheus.Registry, ready func() error, log *zap.Logger) http.Handler {
+func handler(reg *prometheus.Registry, ready func() error, log *zap.Logger) *http.ServeMux {
 	metrics := promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      zap.NewStdLog(log),
 		ErrorHandling: promhttp.ContinueOnError,

@@ -215,3 +215,19 @@ func TestShutdownDeadline(t *testing.T) {
 		t.Error("stuck request completed normally after forced close")
 	}
 }
+
+func TestPprofOnlyWhenEnabled(t *testing.T) {
+	off := start(t, prometheus.NewRegistry(), nil)
+	if code, _, _ := get(t, off, "GET", "/debug/pprof/"); code != http.StatusNotFound {
+		t.Errorf("pprof disabled: status %d; want 404", code)
+	}
+	on := New("127.0.0.1:0", prometheus.NewRegistry(), nil, zap.NewNop())
+	on.EnablePprof()
+	if err := on.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer on.Shutdown(context.Background())
+	if code, _, body := get(t, on, "GET", "/debug/pprof/goroutine?debug=1"); code != http.StatusOK || !strings.Contains(body, "goroutine profile") {
+		t.Errorf("pprof enabled: status %d, body %.80q; want 200 with a goroutine profile", code, body)
+	}
+}

@@ -82,6 +82,8 @@ type Config struct {
 
 	LogLevel string `flag:"log-level" env:"CQLGATE_LOG_LEVEL" yaml:"log_level" default:"info" help:"minimum log level: debug, info, warn or error"`
 
+	AdminPprof bool `flag:"admin-pprof" env:"CQLGATE_ADMIN_PPROF" yaml:"admin_pprof" help:"serve the Go profiler under /debug/pprof/ on --admin-listen (keep that address private)"`
+
 	LogFormat string `flag:"log-format" env:"CQLGATE_LOG_FORMAT" yaml:"log_format" default:"json" help:"log encoding: json or console"`
 }
 
