@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -84,6 +85,9 @@ func (a app) run(ctx context.Context, args, env []string, stdout, stderr io.Writ
 		return exitUsage
 	}
 
+	if cfg.MaxProcs > 0 {
+		runtime.GOMAXPROCS(cfg.MaxProcs)
+	}
 	log, err := newLogger(cfg.LogLevel, cfg.LogFormat, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "cqlgate: %v\n", err)

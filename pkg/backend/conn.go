@@ -46,6 +46,9 @@ type Handler interface {
 	OnFailure(c *Conn, err error, sent bool)
 }
 
+// Waker is work a Handler defers with Conn.Defer.
+type Waker interface{ Wake() }
+
 // ServerError is an ERROR response Cassandra gave during a connection's
 // handshake (STARTUP, USE, REGISTER).
 type ServerError struct {
@@ -112,6 +115,9 @@ type Conn struct {
 	// OnClose, if set before Start, is called once after every pending
 	// request has been failed.
 	onClose func(*Conn, error)
+	// deferred is what handlers asked to run once the read loop has no
+	// more input buffered; only the read loop touches it.
+	deferred []Waker
 }
 
 type slot struct {
@@ -379,8 +385,26 @@ func (c *Conn) readLoop() {
 			continue
 		}
 		c.complete(stream, b, nil)
+		if c.r.Buffered() == 0 {
+			c.runDeferred()
+		}
 	}
+	c.runDeferred()
 	c.failPending()
+}
+
+// Defer asks the read loop to call w.Wake once it has handled every answer
+// already read from the socket, before it blocks for more. It may only be
+// called from OnResponse. A handler that hands answers to another goroutine
+// uses it to wake that goroutine once per burst instead of once per answer.
+func (c *Conn) Defer(w Waker) { c.deferred = append(c.deferred, w) }
+
+func (c *Conn) runDeferred() {
+	for i, w := range c.deferred {
+		w.Wake()
+		c.deferred[i] = nil
+	}
+	c.deferred = c.deferred[:0]
 }
 
 // complete frees stream and hands the response (or err) to its handler. A

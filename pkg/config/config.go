@@ -82,6 +82,8 @@ type Config struct {
 
 	LogLevel string `flag:"log-level" env:"CQLGATE_LOG_LEVEL" yaml:"log_level" default:"info" help:"minimum log level: debug, info, warn or error"`
 
+	MaxProcs int `flag:"max-procs" env:"CQLGATE_MAX_PROCS" yaml:"max_procs" default:"1" help:"CPU cores the proxy's Go scheduler uses (GOMAXPROCS); 0 uses all. One suits a sidecar: the proxy does not compete with its application, and hand-offs between its goroutines need no cross-core wake-ups"`
+
 	AdminPprof bool `flag:"admin-pprof" env:"CQLGATE_ADMIN_PPROF" yaml:"admin_pprof" help:"serve the Go profiler under /debug/pprof/ on --admin-listen (keep that address private)"`
 
 	LogFormat string `flag:"log-format" env:"CQLGATE_LOG_FORMAT" yaml:"log_format" default:"json" help:"log encoding: json or console"`
@@ -279,6 +281,7 @@ func (c *Config) Validate() error {
 	}
 
 	p.intRange("ProtocolVersionMax", c.ProtocolVersionMax, 3, 5)
+	p.intRange("MaxProcs", c.MaxProcs, 0, 1024)
 
 	c.LogLevel = strings.ToLower(c.LogLevel)
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {

@@ -47,6 +47,7 @@ func TestDefault(t *testing.T) {
 		RequestTimeout:       15 * time.Second,
 		PreparedCacheEntries: 20000,
 		ProtocolVersionMax:   5,
+		MaxProcs:             1,
 		LogLevel:             "info",
 		LogFormat:            "json",
 	}

@@ -259,23 +259,43 @@ func (c *client) emit(f []byte) {
 	c.send(b)
 }
 
-// send queues a response frame for the client; the client owns b from now
-// on. It never blocks.
+// send queues a response frame for the client and wakes its writer; the
+// client owns b from now on. It never blocks.
 func (c *client) send(b *frame.Buf) {
+	if c.enqueue(b) {
+		c.Wake()
+	}
+}
+
+// sendFrom is send for answers handed over by a backend read loop: the
+// writer is woken when that loop has drained its input, so a burst of
+// answers for this client goes out in one write.
+func (c *client) sendFrom(conn *backend.Conn, b *frame.Buf) {
+	if c.enqueue(b) {
+		conn.Defer(c)
+	}
+}
+
+// enqueue queues b and reports whether the queue was empty (the writer may
+// be asleep and needs a Wake).
+func (c *client) enqueue(b *frame.Buf) bool {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		b.Release()
-		return
+		return false
 	}
 	c.queue = append(c.queue, b)
 	first := len(c.queue) == 1
 	c.mu.Unlock()
-	if first {
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+	return first
+}
+
+// Wake wakes the writer goroutine.
+func (c *client) Wake() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 }
 

@@ -247,7 +247,7 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 		}
 	}
 	frame.SetStream(resp.B, r.stream)
-	c.send(resp)
+	c.sendFrom(conn, resp)
 	r.finish()
 }
 
