@@ -25,7 +25,7 @@ type Config struct {
 	// AddressMap translates the address a node advertises (host:port) to
 	// the address the proxy dials, for NAT and fault-injection set-ups.
 	AddressMap map[string]string
-	// ConnectionsPerNode is the size of each pool per node (default 2).
+	// ConnectionsPerNode is the size of each pool per node (default 1).
 	ConnectionsPerNode int
 	ConnectTimeout     time.Duration // default 5s
 	HeartbeatInterval  time.Duration // default 30s; negative disables
@@ -49,7 +49,7 @@ type Config struct {
 
 func (cfg *Config) setDefaults() {
 	if cfg.ConnectionsPerNode <= 0 {
-		cfg.ConnectionsPerNode = 2
+		cfg.ConnectionsPerNode = 1
 	}
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = 5 * time.Second

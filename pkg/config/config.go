@@ -58,7 +58,7 @@ type Config struct {
 
 	AdvertiseAddress string `flag:"advertise-address" env:"CQLGATE_ADVERTISE_ADDRESS" yaml:"advertise_address" help:"IP address reported to drivers as this node's rpc_address; defaults to the host of the first --listen address, and must be set when that host is unspecified (0.0.0.0 or ::) or a name"`
 
-	ConnectionsPerNode int `flag:"connections-per-node" env:"CQLGATE_CONNECTIONS_PER_NODE" yaml:"connections_per_node" default:"2" help:"connections kept open to each Cassandra node (1-64)"`
+	ConnectionsPerNode int `flag:"connections-per-node" env:"CQLGATE_CONNECTIONS_PER_NODE" yaml:"connections_per_node" default:"1" help:"connections kept open to each Cassandra node per pool (1-64); one carries up to 32,768 requests at once, and fewer connections mean larger batches per syscall"`
 
 	MaxFrameBytes int `flag:"max-frame-bytes" env:"CQLGATE_MAX_FRAME_BYTES" yaml:"max_frame_bytes" default:"16777216" help:"largest frame accepted from a client or a node, in bytes (65536-268435456); like Cassandra's native_transport_max_frame_size"`
 

@@ -38,7 +38,7 @@ func TestDefault(t *testing.T) {
 	want := Config{
 		Listen:               []string{"127.0.0.1:9042"},
 		AdminListen:          "127.0.0.1:9180",
-		ConnectionsPerNode:   2,
+		ConnectionsPerNode:   1,
 		MaxFrameBytes:        16 << 20,
 		ConnectTimeout:       5 * time.Second,
 		HeartbeatInterval:    30 * time.Second,
@@ -401,7 +401,7 @@ func TestLogSafe(t *testing.T) {
 	if len(m) != len(Fields()) {
 		t.Errorf("LogSafe has %d keys, want %d", len(m), len(Fields()))
 	}
-	if m["connect_timeout"] != "5s" || m["connections_per_node"] != int64(2) || m["config"] != "" {
+	if m["connect_timeout"] != "5s" || m["connections_per_node"] != int64(1) || m["config"] != "" {
 		t.Errorf("LogSafe = %v", m)
 	}
 	if cp, ok := m["contact_points"].([]string); !ok || !slices.Equal(cp, []string{"10.0.0.1:9042"}) {
