@@ -5,7 +5,7 @@ BIN      ?= bin
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 30s
-STATICCHECK_VERSION ?= 2025.1.1
+STATICCHECK_VERSION ?= v0.8.2
 
 .DEFAULT_GOAL := help
 

@@ -34,7 +34,6 @@ type NodePool struct {
 	conns atomic.Pointer[[]*Conn]
 
 	mu       sync.Mutex
-	dialing  int  // dials under way
 	failures int  // consecutive failed dials, for backoff
 	closed   bool // node removed or pool closed
 	wake     chan struct{}

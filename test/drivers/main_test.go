@@ -17,7 +17,6 @@ package drivers
 import (
 	"context"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,13 +95,4 @@ func startProxy(t *testing.T, contactPoints []string) string {
 	p := proxytest.Start(t, contactPoints, nil)
 	t.Logf("proxy at %s in front of %v", p.Addr, contactPoints)
 	return p.Addr
-}
-
-// tail returns the last n lines of s.
-func tail(s string, n int) string {
-	lines := strings.SplitAfter(s, "\n")
-	if len(lines) > n {
-		lines = append([]string{"...\n"}, lines[len(lines)-n:]...)
-	}
-	return strings.Join(lines, "")
 }
