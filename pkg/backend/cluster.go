@@ -42,9 +42,10 @@ type Config struct {
 	// OnSchemaChange receives SCHEMA_CHANGE EVENT frames seen on the
 	// control connection; it owns the frame and must not block.
 	OnSchemaChange func(*frame.Buf)
-	// OnNodes, if set, is called with the full node list after every
-	// change of the node set (not concurrently with itself).
-	OnNodes func([]*Node)
+	// OnNodes, if set, is called with the nodes that are up after every
+	// change of the node set or of a node's up/down state (never
+	// concurrently with itself, possibly with an unchanged list).
+	OnNodes func(up []*Node)
 }
 
 func (cfg *Config) setDefaults() {
@@ -87,14 +88,40 @@ type Node struct {
 	ReleaseVersion string
 
 	up atomic.Bool
+	cl *Cluster
 }
 
 // Up reports whether the node is believed reachable: it is after a
 // successful connect and stops being so when connecting fails.
 func (n *Node) Up() bool { return n.up.Load() }
 
-func (n *Node) markUp()          { n.up.Store(true) }
-func (n *Node) markDown(_ error) { n.up.Store(false) }
+func (n *Node) markUp() {
+	if !n.up.Swap(true) && n.cl != nil {
+		n.cl.notifyNodes()
+	}
+}
+
+func (n *Node) markDown(_ error) {
+	if n.up.Swap(false) && n.cl != nil {
+		n.cl.notifyNodes()
+	}
+}
+
+// notifyNodes tells OnNodes which nodes are up now.
+func (cl *Cluster) notifyNodes() {
+	if cl.cfg.OnNodes == nil {
+		return
+	}
+	cl.notifyMu.Lock()
+	defer cl.notifyMu.Unlock()
+	var up []*Node
+	for _, n := range cl.Nodes() {
+		if n.Up() {
+			up = append(up, n)
+		}
+	}
+	cl.cfg.OnNodes(up)
+}
 
 type poolKey struct {
 	version  byte
@@ -117,13 +144,15 @@ type Cluster struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	nodes   map[string]*Node // by Addr
-	nextID  int
-	pools   map[poolKey]*poolEntry
-	control *Conn
-	version byte
-	local   Local
+	mu     sync.Mutex
+	nodes  map[string]*Node // by Addr
+	nextID int
+	// notifyMu serializes OnNodes calls.
+	notifyMu sync.Mutex
+	pools    map[poolKey]*poolEntry
+	control  *Conn
+	version  byte
+	local    Local
 	// supported is the control node's answer to OPTIONS.
 	supported map[string][]string
 	refresh   chan struct{}
@@ -575,6 +604,7 @@ func (cl *Cluster) loadTopology(ctx context.Context) error {
 			continue
 		}
 		n.ID = cl.nextID
+		n.cl = cl
 		cl.nextID++
 		cl.nodes[addr] = n
 		added = append(added, n)
@@ -600,8 +630,8 @@ func (cl *Cluster) loadTopology(ctx context.Context) error {
 			p.removeNode(n)
 		}
 	}
-	if (len(added) > 0 || len(removed) > 0) && cl.cfg.OnNodes != nil {
-		cl.cfg.OnNodes(cl.Nodes())
+	if len(added) > 0 || len(removed) > 0 {
+		cl.notifyNodes()
 	}
 	// A node reported back up should be retried now, not after backoff.
 	for _, p := range pools {

@@ -118,6 +118,8 @@ type Conn struct {
 	// deferred is what handlers asked to run once the read loop has no
 	// more input buffered; only the read loop touches it.
 	deferred []Waker
+	// kick wakes the flusher goroutine (see Kick).
+	kick chan struct{}
 }
 
 type slot struct {
@@ -153,6 +155,7 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 		onEvent:  cfg.OnEvent,
 		timeout:  cfg.RequestTimeout,
 		done:     make(chan struct{}),
+		kick:     make(chan struct{}, 1),
 	}
 	c.cond = sync.NewCond(&c.mu)
 	c.free = make([]int16, 0, MaxStreams)
@@ -233,6 +236,29 @@ func (c *Conn) roundTrip(req []byte) ([]byte, error) {
 func (c *Conn) Start(onClose func(*Conn, error)) {
 	c.onClose = onClose
 	go c.readLoop()
+	go c.flushLoop()
+}
+
+// Kick asks the connection's flusher goroutine to write what is queued.
+// Callers that are not in a read burst of their own (a request admitted
+// from a queue, say) use it instead of Flush: requests queued by many such
+// callers at once then share one syscall.
+func (c *Conn) Kick() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Conn) flushLoop() {
+	for {
+		select {
+		case <-c.kick:
+			c.Flush()
+		case <-c.done:
+			return
+		}
+	}
 }
 
 // Addr returns the address this connection dialled.

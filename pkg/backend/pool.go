@@ -96,6 +96,21 @@ func (p *Pool) OnNode(node *Node) *Conn {
 	return nil
 }
 
+// OnNodeID returns the pool's least-loaded connection to the node with id,
+// and that node; nil when the pool has no connection to it.
+func (p *Pool) OnNodeID(id int) (*Conn, *Node) {
+	for _, np := range *p.nodes.Load() {
+		if np.node.ID == id {
+			c, _ := np.leastLoaded()
+			if c == nil {
+				return nil, nil
+			}
+			return c, np.node
+		}
+	}
+	return nil, nil
+}
+
 // Each calls fn with one connection per node that has one, except avoid.
 func (p *Pool) Each(avoid *Node, fn func(*Conn)) {
 	for _, np := range *p.nodes.Load() {

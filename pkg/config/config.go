@@ -82,6 +82,22 @@ type Config struct {
 
 	LogLevel string `flag:"log-level" env:"CQLGATE_LOG_LEVEL" yaml:"log_level" default:"info" help:"minimum log level: debug, info, warn or error"`
 
+	LimitMode string `flag:"limit-mode" env:"CQLGATE_LIMIT_MODE" yaml:"limit_mode" default:"fixed" help:"requests in flight per Cassandra node: adaptive (follows the node's latency between --limit-min and --limit-max) or fixed (--node-limit)"`
+
+	NodeLimit int `flag:"node-limit" env:"CQLGATE_NODE_LIMIT" yaml:"node_limit" default:"1024" help:"requests in flight per node with --limit-mode fixed"`
+
+	LimitMin int `flag:"limit-min" env:"CQLGATE_LIMIT_MIN" yaml:"limit_min" default:"16" help:"lowest adaptive per-node limit"`
+
+	LimitMax int `flag:"limit-max" env:"CQLGATE_LIMIT_MAX" yaml:"limit_max" default:"4096" help:"highest adaptive per-node limit (at most 32768 per connection to the node)"`
+
+	GlobalLimit int `flag:"global-limit" env:"CQLGATE_GLOBAL_LIMIT" yaml:"global_limit" default:"0" help:"requests in flight to the whole cluster; 0 means the sum of the node limits"`
+
+	QueueLength int `flag:"queue-length" env:"CQLGATE_QUEUE_LENGTH" yaml:"queue_length" default:"10000" help:"requests that may wait for a free slot when the limits are reached; beyond it clients get OVERLOADED at once (0 rejects without queueing)"`
+
+	QueueMaxWait time.Duration `flag:"queue-max-wait" env:"CQLGATE_QUEUE_MAX_WAIT" yaml:"queue_max_wait" default:"1s" help:"longest a request waits in the queue before the client gets OVERLOADED"`
+
+	QueueTarget time.Duration `flag:"queue-target" env:"CQLGATE_QUEUE_TARGET" yaml:"queue_target" default:"0s" help:"CoDel target against standing queues: while every request leaving the queue for --queue-max-wait waited longer than this, those that did are rejected; 0 means --queue-max-wait/4"`
+
 	MaxProcs int `flag:"max-procs" env:"CQLGATE_MAX_PROCS" yaml:"max_procs" default:"1" help:"CPU cores the proxy's Go scheduler uses (GOMAXPROCS); 0 uses all. One suits a sidecar: the proxy does not compete with its application, and hand-offs between its goroutines need no cross-core wake-ups"`
 
 	AdminPprof bool `flag:"admin-pprof" env:"CQLGATE_ADMIN_PPROF" yaml:"admin_pprof" help:"serve the Go profiler under /debug/pprof/ on --admin-listen (keep that address private)"`
@@ -282,6 +298,21 @@ func (c *Config) Validate() error {
 
 	p.intRange("ProtocolVersionMax", c.ProtocolVersionMax, 3, 5)
 	p.intRange("MaxProcs", c.MaxProcs, 0, 1024)
+	if c.LimitMode != "adaptive" && c.LimitMode != "fixed" {
+		p.add("LimitMode", "must be adaptive or fixed, got %q", c.LimitMode)
+	}
+	p.intRange("NodeLimit", c.NodeLimit, 1, 1<<20)
+	p.intRange("LimitMin", c.LimitMin, 1, 1<<20)
+	p.intRange("LimitMax", c.LimitMax, 1, 32768*max(1, c.ConnectionsPerNode))
+	if c.LimitMax < c.LimitMin {
+		p.add("LimitMax", "must be at least --limit-min (%d), got %d", c.LimitMin, c.LimitMax)
+	}
+	p.intRange("GlobalLimit", c.GlobalLimit, 0, 1<<30)
+	p.intRange("QueueLength", c.QueueLength, 0, 1<<24)
+	p.positive("QueueMaxWait", c.QueueMaxWait)
+	if c.QueueTarget < 0 {
+		p.add("QueueTarget", "must not be negative, got %s", c.QueueTarget)
+	}
 
 	c.LogLevel = strings.ToLower(c.LogLevel)
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {

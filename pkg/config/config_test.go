@@ -48,6 +48,12 @@ func TestDefault(t *testing.T) {
 		PreparedCacheEntries: 20000,
 		ProtocolVersionMax:   5,
 		MaxProcs:             1,
+		LimitMode:            "fixed",
+		NodeLimit:            1024,
+		LimitMin:             16,
+		LimitMax:             4096,
+		QueueLength:          10000,
+		QueueMaxWait:         time.Second,
 		LogLevel:             "info",
 		LogFormat:            "json",
 	}

@@ -26,7 +26,8 @@ type client struct {
 	log *zap.Logger
 	r   *frame.Reader
 
-	version byte // set by STARTUP, then fixed
+	flow    uint64 // the limiter's flow id
+	version byte   // set by STARTUP, then fixed
 	// keyspace and pool change when USE succeeds (on a backend goroutine)
 	// and are read by serve.
 	keyspace     atomic.Pointer[string]
@@ -56,6 +57,7 @@ func newClient(p *Proxy, ep *endpoint, nc net.Conn) *client {
 		w:    frame.NewWriter(nc),
 		wake: make(chan struct{}, 1),
 		done: make(chan struct{}),
+		flow: p.flows.Add(1),
 	}
 	empty := ""
 	c.keyspace.Store(&empty)
@@ -351,6 +353,8 @@ func (c *client) close(err error) {
 	}
 	close(c.done)
 	c.nc.Close()
+	// Requests still waiting for a permit will never be answered.
+	c.p.limiter.CancelFlow(c.flow)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		c.log.Debug("client connection closed", zap.Error(err))
 	}

@@ -20,6 +20,7 @@ type metrics struct {
 	reprepares       prometheus.Counter
 	retries          prometheus.Counter
 	timeouts         prometheus.Counter
+	rejected         prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
@@ -53,6 +54,10 @@ func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
 			Name: "cqlgate_request_timeouts_total",
 			Help: "Requests answered with an error because Cassandra did not answer within --request-timeout.",
 		}),
+		rejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cqlgate_overloaded_rejections_total",
+			Help: "Requests answered OVERLOADED because the limiter's queue was full or they waited too long (by reason: cqlgate_limiter_rejected_total).",
+		}),
 		byCode: map[int32]prometheus.Counter{},
 	}
 	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -69,7 +74,7 @@ func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
 		Name: "cqlgate_prepared_statements",
 		Help: "Prepared statements the proxy remembers for re-preparing.",
 	}, func() float64 { return float64(p.prep.len()) })
-	reg.MustRegister(m.clientConns, m.clientConnsTotal, m.requestDuration, m.proxyErrors, m.reprepares, m.retries, m.timeouts, reqs, prepared)
+	reg.MustRegister(m.clientConns, m.clientConnsTotal, m.requestDuration, m.proxyErrors, m.reprepares, m.retries, m.timeouts, m.rejected, reqs, prepared)
 	return m
 }
 

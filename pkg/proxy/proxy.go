@@ -20,6 +20,7 @@ import (
 	"github.com/cqlgate/cqlgate/pkg/backend"
 	"github.com/cqlgate/cqlgate/pkg/config"
 	"github.com/cqlgate/cqlgate/pkg/frame"
+	"github.com/cqlgate/cqlgate/pkg/limiter"
 	"github.com/cqlgate/cqlgate/pkg/systables"
 )
 
@@ -29,7 +30,9 @@ type Proxy struct {
 	cfg     config.Config
 	log     *zap.Logger
 	cluster *backend.Cluster
+	limiter *limiter.Limiter
 	metrics *metrics
+	flows   atomic.Uint64 // client connection ids, the limiter's flows
 	prep    *preparedCache
 
 	endpoints []*endpoint
@@ -81,6 +84,11 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (*Proxy,
 		return nil, err
 	}
 	p.prep = cache
+	lim, err := limiter.New(limiterConfig(cfg), nil, reg)
+	if err != nil {
+		return nil, fmt.Errorf("limiter: %w", err)
+	}
+	p.limiter = lim
 	cl, err := backend.NewCluster(backend.Config{
 		ContactPoints:      cfg.ContactPoints,
 		ConnectionsPerNode: cfg.ConnectionsPerNode,
@@ -93,12 +101,43 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (*Proxy,
 		MaxVersion:         byte(cfg.ProtocolVersionMax),
 		Log:                log.Named("backend"),
 		OnSchemaChange:     p.broadcastSchemaChange,
+		OnNodes:            p.setLimiterNodes,
 	}, reg)
 	if err != nil {
+		lim.Close()
 		return nil, err
 	}
 	p.cluster = cl
 	return p, nil
+}
+
+// limiterConfig maps the proxy's settings to the limiter's.
+func limiterConfig(cfg config.Config) limiter.Config {
+	lc := limiter.Config{
+		GlobalLimit: cfg.GlobalLimit,
+		NodeLimit:   cfg.NodeLimit,
+		Adaptive:    cfg.LimitMode == "adaptive",
+		MinLimit:    cfg.LimitMin,
+		MaxLimit:    cfg.LimitMax,
+		QueueLength: cfg.QueueLength,
+		MaxWait:     cfg.QueueMaxWait,
+		QueueTarget: cfg.QueueTarget,
+	}
+	if cfg.QueueLength == 0 {
+		lc.QueueLength = -1 // the limiter's "no queue"
+	}
+	return lc
+}
+
+// setLimiterNodes admits requests only to nodes that are up.
+func (p *Proxy) setLimiterNodes(up []*backend.Node) {
+	ids := make([]limiter.NodeID, len(up))
+	for i, n := range up {
+		ids[i] = limiter.NodeID(n.ID)
+	}
+	if err := p.limiter.SetNodes(ids); err != nil {
+		p.log.Error("limiter rejected the node set", zap.Error(err))
+	}
 }
 
 // heartbeat maps the config's "0 disables" to the backend's "negative disables".
@@ -141,6 +180,7 @@ func (p *Proxy) Serving() <-chan struct{} { return p.serving }
 // ctx is done; then it stops accepting, lets in-flight requests finish (up
 // to the request timeout), closes every connection and returns nil.
 func (p *Proxy) Run(ctx context.Context) error {
+	defer p.limiter.Close() // on every path; the drain below closes it first
 	p.ctx = ctx
 	if err := p.cluster.Connect(ctx); err != nil {
 		return fmt.Errorf("connect to cluster: %w", err)
@@ -172,6 +212,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	}
 	acceptors.Wait()
 	p.drain(p.cfg.RequestTimeout)
+	p.limiter.Close()
 	p.wg.Wait()
 	p.log.Info("stopped")
 	return nil

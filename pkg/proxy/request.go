@@ -18,6 +18,7 @@ import (
 
 	"github.com/cqlgate/cqlgate/pkg/backend"
 	"github.com/cqlgate/cqlgate/pkg/frame"
+	"github.com/cqlgate/cqlgate/pkg/limiter"
 	"github.com/cqlgate/cqlgate/pkg/systables"
 )
 
@@ -53,6 +54,10 @@ type request struct {
 	reprepares  int8
 	unprepared  *frame.Buf // the UNPREPARED answer, kept while re-preparing
 	timedOut    bool       // the client got a timeout error already
+
+	permit  limiter.Permit  // the zero Permit for requests the limiter skips
+	sent    time.Time       // when it was queued to Cassandra
+	outcome limiter.Outcome // what to tell the limiter at the end
 }
 
 var requestPool = sync.Pool{New: func() any { return new(request) }}
@@ -153,14 +158,45 @@ func (c *client) handle(b *frame.Buf) {
 	c.forward(req)
 }
 
-// forward sends req to Cassandra.
+// forward sends req to Cassandra once the limiter admits it. A free permit
+// is taken right here, so the request joins this read burst's batch; else
+// the request waits in the limiter's queue and is sent by Admitted, or
+// answered OVERLOADED by Rejected. System-table queries skip the limiter.
 func (c *client) forward(req *request) {
 	c.inflight.Add(1)
 	req.start = time.Now()
 	c.p.metrics.request(req.op)
+	if req.table == systables.TableNone {
+		p, ok := c.p.limiter.TryAcquire(nil)
+		if !ok {
+			c.p.limiter.Acquire(req, c.flow, 0, nil, req.start.Add(c.p.cfg.RequestTimeout))
+			return
+		}
+		req.permit = p
+	}
 	if conn := req.queue(); conn != nil && !slices.Contains(c.dirty, conn) {
 		c.dirty = append(c.dirty, conn)
 	}
+}
+
+// Admitted sends a request the limiter let through after queueing it; it
+// may run on any goroutine.
+func (r *request) Admitted(p limiter.Permit) {
+	r.permit = p
+	if conn := r.queue(); conn != nil {
+		conn.Kick()
+	}
+}
+
+// Rejected answers a request the limiter would not admit with OVERLOADED,
+// naming the limit that was hit, unless its client is gone.
+func (r *request) Rejected(reason limiter.Reason) {
+	if reason.Kind == limiter.Cancelled {
+		r.finish()
+		return
+	}
+	r.c.p.metrics.rejected.Inc()
+	r.fail(frame.ErrCodeOverloaded, "cqlgate: "+reason.String())
 }
 
 // send sends the request on the least-loaded node other than avoid (when
@@ -172,7 +208,21 @@ func (r *request) send(avoid *backend.Node) {
 	}
 }
 
-func (r *request) queue() *backend.Conn { return r.queueAvoiding(nil) }
+// queue queues the request on the node its permit names, or on the
+// least-loaded node when it has no permit or that node has no connection
+// in the request's pool.
+func (r *request) queue() *backend.Conn {
+	r.sent = time.Now()
+	if r.permit != (limiter.Permit{}) {
+		if conn, node := r.pool.OnNodeID(int(r.permit.Node())); conn != nil {
+			r.node = node
+			if conn.Queue(r.buf.B, r) == nil {
+				return conn
+			}
+		}
+	}
+	return r.queueAvoiding(nil)
+}
 
 // queueAvoiding picks the least-loaded node (other than avoid, when there
 // is one) and queues the request there, returning the connection to flush;
@@ -210,9 +260,11 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 	if r.timedOut {
 		// The client was answered at the deadline; now the stream is free.
 		resp.Release()
+		r.outcome = limiter.Timeout
 		r.finish()
 		return
 	}
+	r.outcome = outcomeOf(resp.B)
 	switch frame.Opcode(resp.B) {
 	case frame.OpError:
 		if r.reprepare(conn, resp) || r.resendNotExecuted(resp) {
@@ -313,9 +365,11 @@ func (r *request) OnTimeout(*backend.Conn) {
 // reached Cassandra is answered with an error, because it may have run.
 func (r *request) OnFailure(conn *backend.Conn, err error, sent bool) {
 	if r.timedOut {
+		r.outcome = limiter.Timeout
 		r.finish()
 		return
 	}
+	r.outcome = limiter.Failure
 	if !sent && r.retries < maxRetries {
 		r.retries++
 		r.c.p.metrics.retries.Inc()
@@ -335,7 +389,13 @@ func (r *request) fail(code int32, msg string) {
 
 func (r *request) finish() {
 	c := r.c
-	c.p.metrics.requestDuration.Observe(time.Since(r.start).Seconds())
+	now := time.Now()
+	c.p.metrics.requestDuration.Observe(now.Sub(r.start).Seconds())
+	if r.sent.IsZero() {
+		r.permit.Release(limiter.Dropped, 0)
+	} else {
+		r.permit.Release(r.outcome, now.Sub(r.sent))
+	}
 	c.inflight.Add(-1)
 	r.buf.Release()
 	if r.unprepared != nil {
@@ -523,6 +583,22 @@ func clearSkipMetadata(version byte, body []byte) {
 	if off < len(body) {
 		body[off] &^= 0x02
 	}
+}
+
+// outcomeOf classifies an answer for the limiter: overload and timeouts
+// push the node's limit down, other errors say nothing about its capacity.
+func outcomeOf(f []byte) limiter.Outcome {
+	if frame.Opcode(f) != frame.OpError {
+		return limiter.Success
+	}
+	code, _, _ := frame.ErrorCode(resultBody(f))
+	switch code {
+	case frame.ErrCodeOverloaded:
+		return limiter.Overloaded
+	case frame.ErrCodeReadTimeout, frame.ErrCodeWriteTimeout:
+		return limiter.Timeout
+	}
+	return limiter.Failure
 }
 
 // resultBody returns the RESULT message inside a response frame, past the
