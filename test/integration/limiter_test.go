@@ -1,0 +1,99 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gocql/gocql"
+
+	"github.com/cqlgate/cqlgate/pkg/config"
+)
+
+// burst runs n concurrent SELECTs of one row through s and returns the
+// errors by message.
+func burst(t *testing.T, s *gocql.Session, n int) (ok int, errs map[string]int, codes map[int]int) {
+	t.Helper()
+	var mu sync.Mutex
+	errs, codes = map[string]int{}, map[int]int{}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			var v int
+			err := s.Query("SELECT v FROM it_lim.kv WHERE k = ?", 1).Scan(&v)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil && v == 1 {
+				ok++
+				return
+			}
+			code, _ := requestErrorCode(err)
+			codes[code]++
+			errs[fmt.Sprintf("%v (v=%d)", err, v)]++
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return ok, errs, codes
+}
+
+// TestLimiterQueuesExcess: with one request allowed in flight per node, a
+// burst of 500 concurrent requests waits in the proxy's queue and every one
+// succeeds: the client sees latency, not errors.
+func TestLimiterQueuesExcess(t *testing.T) {
+	c := singleCluster.get(t)
+	p := startProxy(t, c.Addrs, func(cfg *config.Config) {
+		cfg.NodeLimit = 1
+		cfg.QueueMaxWait = 30e9
+	})
+	s := proxySession(t, p, nil)
+	recreateKeyspace(t, s, "it_lim", 1, "CREATE TABLE it_lim.kv (k int PRIMARY KEY, v int)")
+	mustExec(t, s, "INSERT INTO it_lim.kv (k, v) VALUES (?, ?)", 1, 1)
+
+	ok, errs, _ := burst(t, s, 500)
+	if ok != 500 {
+		t.Errorf("%d of 500 succeeded; errors: %v", ok, errs)
+	}
+	if waited := metricSum(t, p.Reg, "cqlgate_limiter_queue_wait_seconds"); waited == 0 {
+		t.Errorf("cqlgate_limiter_queue_wait_seconds is empty: nothing was queued")
+	}
+}
+
+// TestLimiterRejectsWithOverloaded: with no queue, requests beyond the
+// limit are answered at once with OVERLOADED (0x1001) naming the limit, on
+// their own stream; nothing else fails and the connection stays usable.
+func TestLimiterRejectsWithOverloaded(t *testing.T) {
+	c := singleCluster.get(t)
+	p := startProxy(t, c.Addrs, func(cfg *config.Config) {
+		cfg.NodeLimit = 1
+		cfg.QueueLength = 0
+	})
+	s := proxySession(t, p, nil)
+	recreateKeyspace(t, s, "it_lim", 1, "CREATE TABLE it_lim.kv (k int PRIMARY KEY, v int)")
+	mustExec(t, s, "INSERT INTO it_lim.kv (k, v) VALUES (?, ?)", 1, 1)
+
+	ok, errs, codes := burst(t, s, 300)
+	if codes[0x1001] == 0 {
+		t.Fatalf("no OVERLOADED answer in a burst of 300 with a limit of 1 and no queue (ok=%d, errors %v)", ok, errs)
+	}
+	if ok+codes[0x1001] != 300 {
+		t.Errorf("ok %d + overloaded %d != 300; errors: %v", ok, codes[0x1001], errs)
+	}
+	for msg := range errs {
+		if !strings.Contains(msg, "queue") {
+			t.Errorf("rejection message %q does not name the limit", msg)
+		}
+	}
+	if got := metricSum(t, p.Reg, "cqlgate_overloaded_rejections_total"); got != float64(codes[0x1001]) {
+		t.Errorf("cqlgate_overloaded_rejections_total = %v; want %d", got, codes[0x1001])
+	}
+	var v int
+	if err := s.Query("SELECT v FROM it_lim.kv WHERE k = ?", 1).Scan(&v); err != nil || v != 1 {
+		t.Errorf("after the burst: v=%d err=%v; want 1 <nil>", v, err)
+	}
+}
