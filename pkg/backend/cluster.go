@@ -744,6 +744,18 @@ func (cl *Cluster) poolConns() []*Conn {
 	return conns
 }
 
+// connected reports whether any pool has an open connection to n.
+func (cl *Cluster) connected(n *Node) bool {
+	for _, p := range cl.readyPools() {
+		for _, np := range *p.nodes.Load() {
+			if np.node == n && np.numConns() > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // readyPools returns the pools that finished connecting.
 func (cl *Cluster) readyPools() []*Pool {
 	cl.mu.Lock()

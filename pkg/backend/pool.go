@@ -231,10 +231,15 @@ func (np *NodePool) maintain(ctx context.Context, first chan<- error) {
 				np.failures++
 			}
 			np.mu.Unlock()
-			if ok > 0 {
+			var se *ServerError
+			switch {
+			case ok > 0:
 				np.node.markUp()
 				firstErr = nil
-			} else if np.numConns() == 0 {
+			case errors.As(firstErr, &se):
+				// Cassandra answered (e.g. USE of a keyspace that does
+				// not exist): the node is fine, the pool is not.
+			case np.numConns() == 0 && !cl.connected(np.node):
 				np.node.markDown(firstErr)
 				cl.log.Debug("connect to node failed", zap.String("node", np.node.Addr), zap.Error(firstErr))
 			}
