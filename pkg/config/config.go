@@ -92,11 +92,11 @@ type Config struct {
 
 	GlobalLimit int `flag:"global-limit" env:"CQLGATE_GLOBAL_LIMIT" yaml:"global_limit" default:"0" help:"requests in flight to the whole cluster; 0 means the sum of the node limits"`
 
-	QueueLength int `flag:"queue-length" env:"CQLGATE_QUEUE_LENGTH" yaml:"queue_length" default:"10000" help:"requests that may wait for a free slot when the limits are reached; beyond it clients get OVERLOADED at once (0 rejects without queueing)"`
+	QueueLength int `flag:"queue-length" env:"CQLGATE_QUEUE_LENGTH" yaml:"queue_length" default:"131072" help:"requests that may wait for a free slot when the limits are reached; beyond it clients get OVERLOADED at once (0 rejects without queueing). The default holds what two drivers' connection pools can have in flight (gocql: 2 connections x 32,768 streams per host)"`
 
-	QueueMaxWait time.Duration `flag:"queue-max-wait" env:"CQLGATE_QUEUE_MAX_WAIT" yaml:"queue_max_wait" default:"1s" help:"longest a request waits in the queue before the client gets OVERLOADED"`
+	QueueMaxWait time.Duration `flag:"queue-max-wait" env:"CQLGATE_QUEUE_MAX_WAIT" yaml:"queue_max_wait" default:"5s" help:"longest a request waits in the queue before the client gets OVERLOADED; keep it below the drivers' request timeout (gocql 11s) so they get an answer, not a timeout"`
 
-	QueueTarget time.Duration `flag:"queue-target" env:"CQLGATE_QUEUE_TARGET" yaml:"queue_target" default:"0s" help:"CoDel target against standing queues: while every request leaving the queue for --queue-max-wait waited longer than this, those that did are rejected; 0 means --queue-max-wait/4"`
+	QueueTarget time.Duration `flag:"queue-target" env:"CQLGATE_QUEUE_TARGET" yaml:"queue_target" default:"0s" help:"CoDel target against standing queues: while every request leaving the queue for --queue-max-wait waited longer than this, those that did are rejected; 0 means --queue-max-wait/2"`
 
 	MaxProcs int `flag:"max-procs" env:"CQLGATE_MAX_PROCS" yaml:"max_procs" default:"1" help:"CPU cores the proxy's Go scheduler uses (GOMAXPROCS); 0 uses all. One suits a sidecar: the proxy does not compete with its application, and hand-offs between its goroutines need no cross-core wake-ups"`
 

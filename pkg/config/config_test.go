@@ -52,8 +52,8 @@ func TestDefault(t *testing.T) {
 		NodeLimit:            1024,
 		LimitMin:             16,
 		LimitMax:             4096,
-		QueueLength:          10000,
-		QueueMaxWait:         time.Second,
+		QueueLength:          131072,
+		QueueMaxWait:         5 * time.Second,
 		LogLevel:             "info",
 		LogFormat:            "json",
 	}

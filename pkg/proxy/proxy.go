@@ -126,6 +126,13 @@ func limiterConfig(cfg config.Config) limiter.Config {
 	if cfg.QueueLength == 0 {
 		lc.QueueLength = -1 // the limiter's "no queue"
 	}
+	if cfg.QueueTarget == 0 {
+		// Half the max wait, not the limiter's quarter: a driver flooding
+		// the proxy closed-loop (50,000 goroutines) keeps a queue standing
+		// for as long as it runs, and should see latency, not errors, while
+		// the waits stay well inside its timeout.
+		lc.QueueTarget = cfg.QueueMaxWait / 2
+	}
 	return lc
 }
 
