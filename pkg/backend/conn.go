@@ -86,12 +86,11 @@ type DialConfig struct {
 // everything queued, so a lone request costs no goroutine hand-off and a
 // burst goes out in one syscall.
 type Conn struct {
-	nc       net.Conn
-	addr     string
-	version  byte
-	keyspace string
-	r        *frame.Reader
-	onEvent  func(*frame.Buf)
+	nc      net.Conn
+	addr    string
+	version byte
+	r       *frame.Reader
+	onEvent func(*frame.Buf)
 
 	mu      sync.Mutex
 	cond    *sync.Cond // signalled when writing turns false
@@ -146,16 +145,15 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 		_ = nc.SetDeadline(dl)
 	}
 	c := &Conn{
-		nc:       nc,
-		addr:     cfg.Addr,
-		version:  cfg.Version,
-		keyspace: cfg.Keyspace,
-		r:        frame.NewReader(nc, cfg.MaxFrame),
-		w:        frame.NewWriter(nc),
-		onEvent:  cfg.OnEvent,
-		timeout:  cfg.RequestTimeout,
-		done:     make(chan struct{}),
-		kick:     make(chan struct{}, 1),
+		nc:      nc,
+		addr:    cfg.Addr,
+		version: cfg.Version,
+		r:       frame.NewReader(nc, cfg.MaxFrame),
+		w:       frame.NewWriter(nc),
+		onEvent: cfg.OnEvent,
+		timeout: cfg.RequestTimeout,
+		done:    make(chan struct{}),
+		kick:    make(chan struct{}, 1),
 	}
 	c.cond = sync.NewCond(&c.mu)
 	c.free = make([]int16, 0, MaxStreams)
@@ -267,14 +265,8 @@ func (c *Conn) Addr() string { return c.addr }
 // Version returns the connection's protocol version.
 func (c *Conn) Version() byte { return c.version }
 
-// Keyspace returns the keyspace made current at connect time.
-func (c *Conn) Keyspace() string { return c.keyspace }
-
 // InFlight returns the number of requests awaiting a response.
 func (c *Conn) InFlight() int { return int(c.inflight.Load()) }
-
-// Done is closed when the connection starts closing.
-func (c *Conn) Done() <-chan struct{} { return c.done }
 
 // Send queues f like Queue and flushes the connection.
 func (c *Conn) Send(f []byte, h Handler) error {
@@ -308,8 +300,10 @@ func (c *Conn) Queue(f []byte, h Handler) error {
 	}
 	frame.SetStream(f, id)
 	c.queue = append(c.queue, f)
-	c.mu.Unlock()
+	// Counted under the lock: another goroutine may flush f, and its
+	// answer be counted off, as soon as the lock is released.
 	c.inflight.Add(1)
+	c.mu.Unlock()
 	return nil
 }
 
@@ -450,8 +444,8 @@ func (c *Conn) complete(stream int16, b *frame.Buf, err error) {
 	if s.orphan {
 		c.orphans--
 	}
-	c.mu.Unlock()
 	c.inflight.Add(-1)
+	c.mu.Unlock()
 	if err != nil {
 		s.h.OnFailure(c, err, true)
 		return

@@ -225,7 +225,7 @@ func (np *NodePool) maintain(ctx context.Context, first chan<- error) {
 				}
 			}
 			np.mu.Lock()
-			if ok > 0 || np.numConnsLocked() > 0 {
+			if ok > 0 || np.numConns() > 0 {
 				np.failures = 0
 			} else {
 				np.failures++
@@ -262,14 +262,6 @@ func (np *NodePool) maintain(ctx context.Context, first chan<- error) {
 		}
 		t.Stop()
 	}
-}
-
-func (np *NodePool) numConnsLocked() int {
-	cs := np.conns.Load()
-	if cs == nil {
-		return 0
-	}
-	return len(*cs)
 }
 
 func (np *NodePool) failuresNow() int {

@@ -331,7 +331,7 @@ func (r *request) resendNotExecuted(resp *frame.Buf) bool {
 	r.retries++
 	r.node = np.Node()
 	r.c.p.metrics.retries.Inc()
-	conn.Flush()
+	conn.Kick() // a read loop never writes to another node's socket
 	return true
 }
 
