@@ -2,7 +2,9 @@
 //
 // Run it with --help for its settings. Besides CQL it serves /metrics,
 // /healthz and /readyz over HTTP on --admin-listen. SIGINT or SIGTERM start a
-// graceful shutdown; a second signal kills the process.
+// graceful shutdown (see --drain-timeout); a second signal kills the process.
+// SIGHUP loads the configuration again (flags, environment and --config
+// file) and applies the settings that can change while running.
 //
 // Exit status: 0 after a clean shutdown, --help or --version; 1 on a runtime
 // error; 2 on a usage or configuration error.
@@ -46,6 +48,9 @@ type server interface {
 	Run(ctx context.Context) error
 	// Ready returns nil while the proxy serves, else why it does not.
 	Ready() error
+	// Reload applies the reloadable settings of a new configuration and
+	// returns the flags of changed settings that need a restart.
+	Reload(config.Config) (restart []string, err error)
 }
 
 // newServerFunc builds the proxy; it has the signature of proxy.New.
@@ -55,6 +60,9 @@ type newServerFunc func(config.Config, *zap.Logger, prometheus.Registerer) (serv
 // without package-level state.
 type app struct {
 	newServer newServerFunc
+	// reload delivers a value for every SIGHUP: the configuration is then
+	// loaded again from the same flags, environment and file.
+	reload <-chan os.Signal
 }
 
 func main() {
@@ -63,9 +71,11 @@ func main() {
 		<-ctx.Done()
 		stop() // restore default handling: a second signal kills the process
 	}()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
 	a := app{newServer: func(c config.Config, l *zap.Logger, r prometheus.Registerer) (server, error) {
 		return proxy.New(c, l, r)
-	}}
+	}, reload: hup}
 	os.Exit(a.run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }
 
@@ -88,7 +98,8 @@ func (a app) run(ctx context.Context, args, env []string, stdout, stderr io.Writ
 	if cfg.MaxProcs > 0 {
 		runtime.GOMAXPROCS(cfg.MaxProcs)
 	}
-	log, err := newLogger(cfg.LogLevel, cfg.LogFormat, stderr)
+	level := zap.NewAtomicLevel()
+	log, err := newLogger(level, cfg.LogLevel, cfg.LogFormat, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "cqlgate: %v\n", err)
 		return exitRuntime
@@ -103,7 +114,7 @@ func (a app) run(ctx context.Context, args, env []string, stdout, stderr io.Writ
 		zap.Any("config", cfg.LogSafe()),
 	)
 
-	if err := a.serve(ctx, cfg, log, info); err != nil {
+	if err := a.serve(ctx, cfg, log, info, func(srv server) { a.reloadLoop(ctx, srv, cfg, args, env, level, log) }); err != nil {
 		log.Error("cqlgate failed", zap.Error(err))
 		return exitRuntime
 	}
@@ -112,7 +123,7 @@ func (a app) run(ctx context.Context, args, env []string, stdout, stderr io.Writ
 }
 
 // serve starts the admin server and runs the proxy until ctx is done.
-func (a app) serve(ctx context.Context, cfg config.Config, log *zap.Logger, info buildInfo) error {
+func (a app) serve(ctx context.Context, cfg config.Config, log *zap.Logger, info buildInfo, onStart func(server)) error {
 	reg := admin.NewRegistry()
 	if err := reg.Register(info.collector()); err != nil {
 		return fmt.Errorf("registering build info: %w", err)
@@ -146,6 +157,7 @@ func (a app) serve(ctx context.Context, cfg config.Config, log *zap.Logger, info
 		}
 	}()
 
+	go onStart(srv)
 	err = srv.Run(ctx)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		err = nil // stopped as asked
@@ -154,6 +166,38 @@ func (a app) serve(ctx context.Context, cfg config.Config, log *zap.Logger, info
 		return fmt.Errorf("proxy: %w", err)
 	}
 	return nil
+}
+
+// reloadLoop applies the configuration again on every value from a.reload
+// until ctx is done. A configuration that does not load or validate is
+// refused as a whole and the running one stays.
+func (a app) reloadLoop(ctx context.Context, srv server, cfg config.Config, args, env []string, level zap.AtomicLevel, log *zap.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.reload:
+		}
+		next, err := config.Load(args, env, io.Discard)
+		if err != nil {
+			log.Error("reload refused: configuration not changed", zap.Error(err))
+			continue
+		}
+		changed, _ := cfg.Diff(next)
+		restart, err := srv.Reload(next)
+		if err != nil {
+			log.Error("reload refused: configuration not changed", zap.Error(err))
+			continue
+		}
+		if lvl, err := zapcore.ParseLevel(next.LogLevel); err == nil {
+			level.SetLevel(lvl)
+		}
+		if len(restart) > 0 {
+			log.Warn("reloaded; these changed settings take effect only after a restart", zap.Strings("restart_needed", restart))
+		}
+		log.Info("configuration reloaded", zap.Strings("changed", changed), zap.Any("config", next.LogSafe()))
+		cfg = next
+	}
 }
 
 // printConfigError writes a configuration error: one line, or a list of
@@ -174,11 +218,12 @@ func printConfigError(w io.Writer, err error) {
 // newLogger returns a logger writing to w in the given format ("json" or
 // "console") at the given level and above. Like zap's production preset it
 // samples repetitive messages.
-func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
+func newLogger(atom zap.AtomicLevel, level, format string, w io.Writer) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
 		return nil, fmt.Errorf("log level: %w", err)
 	}
+	atom.SetLevel(lvl)
 	ec := zap.NewProductionEncoderConfig()
 	ec.TimeKey = "ts"
 	ec.EncodeTime = zapcore.ISO8601TimeEncoder
@@ -194,6 +239,6 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 		return nil, fmt.Errorf("unknown log format %q", format)
 	}
 	sink := zapcore.Lock(zapcore.AddSync(w))
-	core := zapcore.NewSamplerWithOptions(zapcore.NewCore(enc, sink, lvl), time.Second, 100, 100)
+	core := zapcore.NewSamplerWithOptions(zapcore.NewCore(enc, sink, atom), time.Second, 100, 100)
 	return zap.New(core, zap.AddCaller(), zap.ErrorOutput(sink)), nil
 }

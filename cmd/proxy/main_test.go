@@ -8,9 +8,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,10 +53,11 @@ type fakeServer struct {
 	notReady atomic.Pointer[error]
 	runErr   error // returned by Run once ctx is done, or at once if runNow
 	runNow   bool
+	reloaded chan config.Config
 }
 
 func newFake() *fakeServer {
-	return &fakeServer{started: make(chan struct{})}
+	return &fakeServer{started: make(chan struct{}), reloaded: make(chan config.Config, 4)}
 }
 
 func (f *fakeServer) Run(ctx context.Context) error {
@@ -63,6 +67,12 @@ func (f *fakeServer) Run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	return f.runErr
+}
+
+func (f *fakeServer) Reload(cfg config.Config) ([]string, error) {
+	_, restart := f.cfg.Diff(cfg)
+	f.reloaded <- cfg
+	return restart, nil
 }
 
 func (f *fakeServer) Ready() error {
@@ -343,7 +353,7 @@ func TestConsoleLogs(t *testing.T) {
 
 func TestNewLogger(t *testing.T) {
 	var buf bytes.Buffer
-	log, err := newLogger("debug", "console", &buf)
+	log, err := newLogger(zap.NewAtomicLevel(), "debug", "console", &buf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +362,7 @@ func TestNewLogger(t *testing.T) {
 		t.Errorf("console output %q", s)
 	}
 	buf.Reset()
-	log, err = newLogger("info", "json", &buf)
+	log, err = newLogger(zap.NewAtomicLevel(), "info", "json", &buf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,10 +371,65 @@ func TestNewLogger(t *testing.T) {
 	if s := buf.String(); strings.Contains(s, "hidden") || !strings.Contains(s, `"level":"info"`) || !strings.Contains(s, `"d":"1s"`) {
 		t.Errorf("json output %q", s)
 	}
-	if _, err := newLogger("loud", "json", &buf); err == nil {
+	if _, err := newLogger(zap.NewAtomicLevel(), "loud", "json", &buf); err == nil {
 		t.Error("bad level accepted")
 	}
-	if _, err := newLogger("info", "xml", &buf); err == nil {
+	if _, err := newLogger(zap.NewAtomicLevel(), "info", "xml", &buf); err == nil {
 		t.Error("bad format accepted")
+	}
+}
+
+func TestSIGHUPReloadsTheConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cqlgate.yaml")
+	write := func(body string) {
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("node_limit: 100\nconnections_per_node: 1\n")
+	f := newFake()
+	hup := make(chan os.Signal, 1)
+	a := appWith(f)
+	a.reload = hup
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- a.run(ctx, append([]string{"--config=" + path, "--log-format=console"}, okArgs...), nil, io.Discard, &stderr)
+	}()
+	<-f.started
+
+	write("node_limit: 200\nconnections_per_node: 2\n")
+	hup <- syscall.SIGHUP
+	select {
+	case cfg := <-f.reloaded:
+		if cfg.NodeLimit != 200 {
+			t.Errorf("reloaded node limit %d; want 200", cfg.NodeLimit)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reload after SIGHUP")
+	}
+	write("node_limit: -5\n")
+	hup <- syscall.SIGHUP
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(stderr.String(), "reload refused") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Errorf("exit code %d", code)
+	}
+	out := stderr.String()
+	for _, want := range []string{"restart_needed", "connections-per-node", "configuration reloaded", "reload refused", "--node-limit"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	select {
+	case cfg := <-f.reloaded:
+		t.Errorf("an invalid configuration was applied: %+v", cfg)
+	default:
 	}
 }

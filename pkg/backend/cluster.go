@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/cqlgate/cqlgate/pkg/token"
+
 	"github.com/cqlgate/cqlgate/pkg/frame"
 )
 
@@ -22,9 +25,13 @@ type Config struct {
 	// ContactPoints are host:port addresses of some nodes; the others are
 	// discovered from system.peers_v2 (or system.peers).
 	ContactPoints []string
-	// AddressMap translates the address a node advertises (host:port) to
-	// the address the proxy dials, for NAT and fault-injection set-ups.
+	// AddressMap translates the address a node advertises (host:port, or
+	// the host alone for every port) to the host:port the proxy dials, for
+	// NAT and fault-injection set-ups. Contact points are dialled as given.
 	AddressMap map[string]string
+	// MaxOrphans is how many timed-out requests may hold stream ids on one
+	// connection before it is replaced (default 1024).
+	MaxOrphans int
 	// ConnectionsPerNode is the size of each pool per node (default 1).
 	ConnectionsPerNode int
 	ConnectTimeout     time.Duration // default 5s
@@ -46,11 +53,22 @@ type Config struct {
 	// change of the node set or of a node's up/down state (never
 	// concurrently with itself, possibly with an unchanged list).
 	OnNodes func(up []*Node)
+	// TLS, when set, encrypts every connection to the nodes; an empty
+	// ServerName checks each node's certificate against the address it is
+	// dialled at.
+	TLS *tls.Config
+	// Credentials log every connection in to nodes that use
+	// PasswordAuthenticator; nil fails such connections with
+	// ErrAuthRequired.
+	Credentials *Credentials
 }
 
 func (cfg *Config) setDefaults() {
 	if cfg.ConnectionsPerNode <= 0 {
 		cfg.ConnectionsPerNode = 1
+	}
+	if cfg.MaxOrphans <= 0 {
+		cfg.MaxOrphans = 1024
 	}
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = 5 * time.Second
@@ -156,6 +174,12 @@ type Cluster struct {
 	// supported is the control node's answer to OPTIONS.
 	supported map[string][]string
 	refresh   chan struct{}
+	// topology is the replica placement, replaced on every topology or
+	// keyspace change.
+	topology atomic.Pointer[token.Topology]
+	// retiring are connections replaced for too many orphans, closed once
+	// only orphans are left on them.
+	retiring []*Conn
 }
 
 // Local describes the cluster as seen from the control node.
@@ -243,7 +267,12 @@ func (cl *Cluster) Close() {
 	pools := cl.pools
 	cl.pools = map[poolKey]*poolEntry{}
 	ctrl := cl.control
+	retiring := cl.retiring
+	cl.retiring = nil
 	cl.mu.Unlock()
+	for _, c := range retiring {
+		c.Close()
+	}
 	for _, e := range pools {
 		<-e.ready
 		if e.pool != nil {
@@ -372,12 +401,14 @@ func (cl *Cluster) connectControl(ctx context.Context, candidates []string) erro
 	for _, addr := range candidates {
 		for v := cl.cfg.MaxVersion; v >= frame.MinVersion; v-- {
 			c, err := Dial(ctx, DialConfig{
-				Addr:     addr,
-				Version:  v,
-				Events:   []string{"TOPOLOGY_CHANGE", "STATUS_CHANGE", "SCHEMA_CHANGE"},
-				OnEvent:  cl.onEvent,
-				Timeout:  cl.cfg.ConnectTimeout,
-				MaxFrame: cl.cfg.MaxFrame,
+				Addr:        addr,
+				Version:     v,
+				Events:      []string{"TOPOLOGY_CHANGE", "STATUS_CHANGE", "SCHEMA_CHANGE"},
+				OnEvent:     cl.onEvent,
+				Timeout:     cl.cfg.ConnectTimeout,
+				MaxFrame:    cl.cfg.MaxFrame,
+				TLS:         cl.cfg.TLS,
+				Credentials: cl.cfg.Credentials,
 			})
 			if err != nil {
 				errs = append(errs, err)
@@ -430,6 +461,9 @@ func (cl *Cluster) onEvent(b *frame.Buf) {
 	}
 	switch typ {
 	case "SCHEMA_CHANGE":
+		if target, err := schemaChangeTarget(frame.Body(b.B)); err == nil && target == "KEYSPACE" {
+			cl.requestRefresh() // replication may have changed
+		}
 		if cl.cfg.OnSchemaChange != nil {
 			cl.cfg.OnSchemaChange(b)
 			return
@@ -455,12 +489,45 @@ func (cl *Cluster) onEvent(b *frame.Buf) {
 	b.Release()
 }
 
+// schemaChangeTarget returns the target (KEYSPACE, TABLE, ...) of a
+// SCHEMA_CHANGE event body: <type><change_type><target>...
+func schemaChangeTarget(body []byte) (string, error) {
+	rest := body
+	var s string
+	for i := 0; i < 3; i++ {
+		if len(rest) < 2 {
+			return "", errors.New("short SCHEMA_CHANGE event")
+		}
+		n := int(rest[0])<<8 | int(rest[1])
+		if len(rest) < 2+n {
+			return "", errors.New("short SCHEMA_CHANGE event")
+		}
+		s, rest = string(rest[2:2+n]), rest[2+n:]
+	}
+	return s, nil
+}
+
+// translate applies the address map to an advertised host:port: an entry
+// for the host:port wins over one for the host alone.
+func (cl *Cluster) translate(addr string) string {
+	if len(cl.cfg.AddressMap) == 0 {
+		return addr
+	}
+	if mapped, ok := cl.cfg.AddressMap[addr]; ok {
+		return mapped
+	}
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		if mapped, ok := cl.cfg.AddressMap[host]; ok {
+			return mapped
+		}
+	}
+	return addr
+}
+
 // nodeByAdvertised finds the node an event names by the address it
 // advertises (before AddressMap).
 func (cl *Cluster) nodeByAdvertised(addr string) *Node {
-	if mapped, ok := cl.cfg.AddressMap[addr]; ok {
-		addr = mapped
-	}
+	addr = cl.translate(addr)
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if n, ok := cl.nodes[addr]; ok {
@@ -598,9 +665,12 @@ func (cl *Cluster) loadTopology(ctx context.Context) error {
 		Rack:           lr.text("rack"),
 	}
 	var added, removed []*Node
+	ring := make([]token.Node, 0, len(found))
 	for addr, n := range found {
 		if old, ok := cl.nodes[addr]; ok {
-			old.DataCenter, old.Rack, old.Tokens, old.HostID, old.ReleaseVersion = n.DataCenter, n.Rack, n.Tokens, n.HostID, n.ReleaseVersion
+			// A known node's fields stay as first read (they are read
+			// without a lock); the ring below carries fresh tokens.
+			ring = append(ring, token.Node{ID: old.ID, DC: n.DataCenter, Rack: n.Rack, Tokens: n.Tokens})
 			continue
 		}
 		n.ID = cl.nextID
@@ -608,6 +678,7 @@ func (cl *Cluster) loadTopology(ctx context.Context) error {
 		cl.nextID++
 		cl.nodes[addr] = n
 		added = append(added, n)
+		ring = append(ring, token.Node{ID: n.ID, DC: n.DataCenter, Rack: n.Rack, Tokens: n.Tokens})
 	}
 	for addr, n := range cl.nodes {
 		if _, ok := found[addr]; !ok {
@@ -633,6 +704,10 @@ func (cl *Cluster) loadTopology(ctx context.Context) error {
 	if len(added) > 0 || len(removed) > 0 {
 		cl.notifyNodes()
 	}
+	if err := cl.loadPlacement(ctx, ctrl, v, ring); err != nil {
+		// Requests are still served, without token awareness.
+		cl.log.Warn("cannot compute replica placement; routing without token awareness", zap.Error(err))
+	}
 	// A node reported back up should be retried now, not after backoff.
 	for _, p := range pools {
 		for _, np := range *p.nodes.Load() {
@@ -644,13 +719,49 @@ func (cl *Cluster) loadTopology(ctx context.Context) error {
 	return nil
 }
 
+// loadPlacement reads every keyspace's replication and publishes the
+// replica placement on ring for token-aware routing.
+func (cl *Cluster) loadPlacement(ctx context.Context, ctrl *Conn, v byte, ring []token.Node) error {
+	rows, err := ctrl.query(ctx, v, "SELECT keyspace_name, replication FROM system_schema.keyspaces")
+	if err != nil {
+		return fmt.Errorf("read system_schema.keyspaces: %w", err)
+	}
+	reps := make(map[string]token.Replication, len(rows))
+	for _, r := range rows {
+		rep, err := token.DecodeReplication(r.bytes("replication"))
+		if err != nil {
+			cl.log.Debug("keyspace without token-aware placement", zap.String("keyspace", r.text("keyspace_name")), zap.Error(err))
+			continue
+		}
+		reps[r.text("keyspace_name")] = rep
+	}
+	topo, err := token.NewTopology(ring, reps)
+	if err != nil {
+		return err
+	}
+	cl.topology.Store(topo)
+	return nil
+}
+
+// Topology returns the current replica placement, or nil before it is
+// known (or when the cluster's partitioner is not Murmur3).
+func (cl *Cluster) Topology() *token.Topology { return cl.topology.Load() }
+
 // nodeFromRow builds a Node from a system.local or system.peers(_v2) row.
 func (cl *Cluster) nodeFromRow(r row, ctrlAddr string, isLocal, v2 bool) *Node {
 	_, defPort, _ := net.SplitHostPort(ctrlAddr)
 	var addr string
 	if isLocal {
-		// The control node is reachable where we reached it.
+		// The control node is reachable where we reached it, unless the
+		// address map sends its advertised address elsewhere (a fault
+		// injector in front of it).
 		addr = ctrlAddr
+		if ip := r.inet("rpc_address"); ip != nil && !ip.IsUnspecified() {
+			adv := net.JoinHostPort(ip.String(), defPort)
+			if mapped := cl.translate(adv); mapped != adv {
+				addr = mapped
+			}
+		}
 	} else {
 		var ip net.IP
 		port := defPort
@@ -668,10 +779,7 @@ func (cl *Cluster) nodeFromRow(r row, ctrlAddr string, isLocal, v2 bool) *Node {
 		if ip == nil {
 			return nil
 		}
-		addr = net.JoinHostPort(ip.String(), port)
-		if mapped, ok := cl.cfg.AddressMap[addr]; ok {
-			addr = mapped
-		}
+		addr = cl.translate(net.JoinHostPort(ip.String(), port))
 	}
 	n := &Node{
 		Addr:           addr,
@@ -719,16 +827,58 @@ func (cl *Cluster) heartbeat(now time.Time) {
 	}
 }
 
-// expire enforces the request timeout on every pool connection.
+// expire enforces the request timeout on every pool connection, and
+// replaces connections whose stream ids go to orphans: such a connection
+// leaves its pool at once (a new one is dialled in its place) and is closed
+// once nothing but orphans is left on it, so no live request is failed.
 func (cl *Cluster) expire(now time.Time) {
 	if cl.cfg.RequestTimeout <= 0 {
 		return
 	}
 	orphans := 0
-	for _, c := range cl.poolConns() {
-		orphans += c.ExpireRequests(now)
+	for _, np := range cl.nodePools() {
+		cs := np.conns.Load()
+		if cs == nil {
+			continue
+		}
+		for _, c := range *cs {
+			n := c.ExpireRequests(now)
+			orphans += n
+			if n > cl.cfg.MaxOrphans {
+				cl.log.Warn("replacing a connection with too many orphaned streams",
+					zap.String("node", c.Addr()), zap.Int("orphans", n), zap.Int("max", cl.cfg.MaxOrphans))
+				np.remove(c)
+				np.kick()
+				cl.metrics.replaced.Inc()
+				cl.mu.Lock()
+				cl.retiring = append(cl.retiring, c)
+				cl.mu.Unlock()
+			}
+		}
 	}
+	cl.mu.Lock()
+	retiring := cl.retiring[:0]
+	for _, c := range cl.retiring {
+		orphans += c.ExpireRequests(now)
+		if c.Err() != nil || c.liveRequests() == 0 {
+			c.Close()
+			continue
+		}
+		retiring = append(retiring, c)
+	}
+	clear(cl.retiring[len(retiring):])
+	cl.retiring = retiring
+	cl.mu.Unlock()
 	cl.metrics.orphans.Set(float64(orphans))
+}
+
+// nodePools returns every NodePool of every ready pool.
+func (cl *Cluster) nodePools() []*NodePool {
+	var nps []*NodePool
+	for _, p := range cl.readyPools() {
+		nps = append(nps, *p.nodes.Load()...)
+	}
+	return nps
 }
 
 // poolConns returns every open pool connection.
@@ -793,6 +943,7 @@ func (h heartbeatHandler) OnFailure(c *Conn, _ error, _ bool) {
 type metrics struct {
 	cl       *Cluster
 	connects prometheus.Counter
+	replaced prometheus.Counter
 	orphans  prometheus.Gauge
 	conns    *prometheus.Desc
 	inflight *prometheus.Desc
@@ -806,6 +957,10 @@ func newMetrics(cl *Cluster) *metrics {
 			Name: "cqlgate_backend_connects_total",
 			Help: "Backend connections opened (initial and reconnects).",
 		}),
+		replaced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cqlgate_backend_connections_replaced_total",
+			Help: "Backend connections replaced because too many of their stream ids were held by timed-out requests (--max-orphans-per-connection).",
+		}),
 		orphans: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "cqlgate_backend_orphaned_streams",
 			Help: "Stream ids of timed-out requests still reserved until Cassandra answers them.",
@@ -818,6 +973,7 @@ func newMetrics(cl *Cluster) *metrics {
 
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.connects.Describe(ch)
+	m.replaced.Describe(ch)
 	m.orphans.Describe(ch)
 	ch <- m.conns
 	ch <- m.inflight
@@ -826,6 +982,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.connects.Collect(ch)
+	m.replaced.Collect(ch)
 	m.orphans.Collect(ch)
 	cl := m.cl
 	conns, inflight := map[*Node]int{}, map[*Node]int{}

@@ -6,6 +6,7 @@ package backend
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -78,6 +79,16 @@ type DialConfig struct {
 	// RequestTimeout, when positive, is the deadline of every request sent
 	// on the connection, enforced by ExpireRequests.
 	RequestTimeout time.Duration
+	// TLS, when set, wraps the connection in TLS. An empty ServerName is
+	// replaced by the host of Addr (see tlsconfig.ForAddr).
+	TLS *tls.Config
+	// Credentials log in when the node answers STARTUP with AUTHENTICATE;
+	// without them Dial then fails with ErrAuthRequired.
+	Credentials *Credentials
+	// RequireAuth makes Dial fail with ErrAuthNotRequired when the node
+	// answers STARTUP with READY: a login check must not pass on a node
+	// that checks nothing.
+	RequireAuth bool
 }
 
 // Conn is one connection to one Cassandra node. Send may be called from any
@@ -144,6 +155,9 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
+	if nc, err = startTLS(ctx, nc, cfg); err != nil {
+		return nil, err
+	}
 	c := &Conn{
 		nc:      nc,
 		addr:    cfg.Addr,
@@ -177,16 +191,23 @@ func (c *Conn) handshake(cfg DialConfig) error {
 	if err != nil {
 		return fmt.Errorf("startup with %s: %w", c.addr, err)
 	}
-	switch frame.Opcode(resp) {
-	case frame.OpReady:
-	case frame.OpAuthenticate:
-		return fmt.Errorf("startup with %s: node requires authentication, which is not configured", c.addr)
-	default:
-		return fmt.Errorf("startup with %s: unexpected %s", c.addr, frame.OpcodeName(frame.Opcode(resp)))
-	}
+	// v5 framing starts right after READY or AUTHENTICATE (spec v5 2.3.1),
+	// so the whole login exchange is in segments.
 	if c.version >= frame.V5 {
 		c.r.EnableSegments(frame.CompressionNone)
 		c.w.EnableSegments(frame.CompressionNone)
+	}
+	switch frame.Opcode(resp) {
+	case frame.OpReady:
+		if cfg.RequireAuth {
+			return fmt.Errorf("startup with %s: %w", c.addr, ErrAuthNotRequired)
+		}
+	case frame.OpAuthenticate:
+		if err := c.authenticate(cfg.Credentials, frame.Body(resp)); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("startup with %s: unexpected %s", c.addr, frame.OpcodeName(frame.Opcode(resp)))
 	}
 	if cfg.Keyspace != "" {
 		q := frame.AppendQuery(nil, c.version, 0, "USE "+QuoteIdent(cfg.Keyspace), 0x0001, 0)
@@ -282,6 +303,17 @@ func (c *Conn) Send(f []byte, h Handler) error {
 // by the next Flush, on this or any other goroutine. f must stay untouched
 // until h is called. On error nothing was queued and h is never called.
 func (c *Conn) Queue(f []byte, h Handler) error {
+	var deadline int64
+	if c.timeout > 0 {
+		deadline = time.Now().Add(c.timeout).UnixNano()
+	}
+	return c.QueueBy(f, h, deadline)
+}
+
+// QueueBy is Queue with the request's own deadline (unix nanoseconds; 0
+// means none), for requests whose time started before they were queued:
+// time spent waiting for a permit counts against the same deadline.
+func (c *Conn) QueueBy(f []byte, h Handler, deadline int64) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -294,10 +326,7 @@ func (c *Conn) Queue(f []byte, h Handler) error {
 	}
 	id := c.free[n-1]
 	c.free = c.free[:n-1]
-	c.pending[id] = slot{h: h}
-	if c.timeout > 0 {
-		c.pending[id].deadline = time.Now().Add(c.timeout).UnixNano()
-	}
+	c.pending[id] = slot{h: h, deadline: deadline}
 	frame.SetStream(f, id)
 	c.queue = append(c.queue, f)
 	// Counted under the lock: another goroutine may flush f, and its
@@ -488,9 +517,6 @@ func (c *Conn) failPending() {
 // reserved until its answer arrives or the connection dies, so a late
 // answer can never be taken for the answer to a later request.
 func (c *Conn) ExpireRequests(now time.Time) int {
-	if c.timeout <= 0 {
-		return 0
-	}
 	t := now.UnixNano()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -506,6 +532,14 @@ func (c *Conn) ExpireRequests(now time.Time) int {
 		}
 	}
 	return c.orphans
+}
+
+// liveRequests returns how many requests on the connection still await an
+// answer that someone waits for (in flight minus orphans).
+func (c *Conn) liveRequests() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int(c.inflight.Load()) - c.orphans
 }
 
 // idleFor reports how long the connection has gone without reading a frame.

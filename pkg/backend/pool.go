@@ -294,11 +294,13 @@ func (np *NodePool) close() {
 func (np *NodePool) dialOne(ctx context.Context) error {
 	cl := np.pool.cl
 	c, err := Dial(ctx, DialConfig{
-		Addr:     np.node.Addr,
-		Version:  np.pool.version,
-		Keyspace: np.pool.keyspace,
-		Timeout:  cl.cfg.ConnectTimeout,
-		MaxFrame: cl.cfg.MaxFrame,
+		Addr:        np.node.Addr,
+		Version:     np.pool.version,
+		Keyspace:    np.pool.keyspace,
+		Timeout:     cl.cfg.ConnectTimeout,
+		MaxFrame:    cl.cfg.MaxFrame,
+		TLS:         cl.cfg.TLS,
+		Credentials: cl.cfg.Credentials,
 	})
 	if err != nil {
 		return err

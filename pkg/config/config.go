@@ -72,6 +72,20 @@ type Config struct {
 
 	RequestTimeout time.Duration `flag:"request-timeout" env:"CQLGATE_REQUEST_TIMEOUT" yaml:"request_timeout" default:"15s" help:"proxy-side deadline of a request; keep it above the cluster's server-side timeouts (read_request_timeout, write_request_timeout, range_request_timeout...) so that Cassandra reports its own timeouts first"`
 
+	DrainTimeout time.Duration `flag:"drain-timeout" env:"CQLGATE_DRAIN_TIMEOUT" yaml:"drain_timeout" default:"20s" help:"on SIGTERM, how long requests in flight may take to finish before connections close; new requests meanwhile get OVERLOADED so drivers move to another node. Keep the pod's termination grace period above it"`
+
+	MaxClientConnections int `flag:"max-client-connections" env:"CQLGATE_MAX_CLIENT_CONNECTIONS" yaml:"max_client_connections" default:"4096" reload:"true" help:"client connections served at once; one more gets OVERLOADED in answer to its first message and is closed (0 means no limit)"`
+
+	ClientWriteBufferBytes int `flag:"client-write-buffer-bytes" env:"CQLGATE_CLIENT_WRITE_BUFFER_BYTES" yaml:"client_write_buffer_bytes" default:"67108864" reload:"true" help:"answers waiting to be written to one client, in bytes; a client that stops reading is disconnected when its answers exceed this, so it cannot hold memory or slow anyone else (at least 1048576)"`
+
+	MaxOrphansPerConnection int `flag:"max-orphans-per-connection" env:"CQLGATE_MAX_ORPHANS_PER_CONNECTION" yaml:"max_orphans_per_connection" default:"1024" help:"timed-out requests still holding a stream id on one Cassandra connection before that connection is replaced: it takes no new requests, a new one is opened, and it closes once nothing but orphans is left on it"`
+
+	AddressMap []string `flag:"address-map" env:"CQLGATE_ADDRESS_MAP" yaml:"address_map" help:"address translation, comma-separated FROM=TO pairs: a node that Cassandra advertises as FROM (HOST or HOST:PORT, as in system.peers) is dialled at TO (HOST:PORT), for NAT, Kubernetes or a fault injector in between"`
+
+	LocalDC string `flag:"local-dc" env:"CQLGATE_LOCAL_DC" yaml:"local_dc" help:"data center whose replicas serve requests first; other data centers are used only when no local replica is up. Empty: the data center of the first contact point that answers"`
+
+	KeyspaceWeights []string `flag:"keyspace-weights" env:"CQLGATE_KEYSPACE_WEIGHTS" yaml:"keyspace_weights" reload:"true" help:"priority classes by keyspace for the admission queue, comma-separated KEYSPACE=WEIGHT pairs (weight 1-1000), with * for every other keyspace (default weight 1): under saturation each class gets at least its weight's share of the requests leaving the queue, e.g. orders=8,analytics=1,*=2"`
+
 	PreparedCacheEntries int `flag:"prepared-cache-entries" env:"CQLGATE_PREPARED_CACHE_ENTRIES" yaml:"prepared_cache_entries" default:"20000" help:"prepared statements remembered for re-preparing on other nodes (at least 100)"`
 
 	HostID string `flag:"host-id" env:"CQLGATE_HOST_ID" yaml:"host_id" help:"host_id UUID this proxy reports in system.local; empty derives one"`
@@ -80,29 +94,57 @@ type Config struct {
 
 	ProtocolVersionMax int `flag:"protocol-version-max" env:"CQLGATE_PROTOCOL_VERSION_MAX" yaml:"protocol_version_max" default:"5" help:"highest native protocol version offered to clients (3-5)"`
 
-	LogLevel string `flag:"log-level" env:"CQLGATE_LOG_LEVEL" yaml:"log_level" default:"info" help:"minimum log level: debug, info, warn or error"`
+	LogLevel string `flag:"log-level" env:"CQLGATE_LOG_LEVEL" yaml:"log_level" default:"info" reload:"true" help:"minimum log level: debug, info, warn or error"`
 
-	LimitMode string `flag:"limit-mode" env:"CQLGATE_LIMIT_MODE" yaml:"limit_mode" default:"fixed" help:"requests in flight per Cassandra node: adaptive (follows the node's latency between --limit-min and --limit-max) or fixed (--node-limit)"`
+	LimitMode string `flag:"limit-mode" env:"CQLGATE_LIMIT_MODE" yaml:"limit_mode" default:"fixed" reload:"true" help:"requests in flight per Cassandra node: adaptive (follows the node's latency between --limit-min and --limit-max) or fixed (--node-limit)"`
 
-	NodeLimit int `flag:"node-limit" env:"CQLGATE_NODE_LIMIT" yaml:"node_limit" default:"1024" help:"requests in flight per node with --limit-mode fixed"`
+	NodeLimit int `flag:"node-limit" env:"CQLGATE_NODE_LIMIT" yaml:"node_limit" default:"1024" reload:"true" help:"requests in flight per node with --limit-mode fixed"`
 
-	LimitMin int `flag:"limit-min" env:"CQLGATE_LIMIT_MIN" yaml:"limit_min" default:"16" help:"lowest adaptive per-node limit"`
+	LimitMin int `flag:"limit-min" env:"CQLGATE_LIMIT_MIN" yaml:"limit_min" default:"16" reload:"true" help:"lowest adaptive per-node limit"`
 
-	LimitMax int `flag:"limit-max" env:"CQLGATE_LIMIT_MAX" yaml:"limit_max" default:"4096" help:"highest adaptive per-node limit (at most 32768 per connection to the node)"`
+	LimitMax int `flag:"limit-max" env:"CQLGATE_LIMIT_MAX" yaml:"limit_max" default:"4096" reload:"true" help:"highest adaptive per-node limit (at most 32768 per connection to the node)"`
 
-	GlobalLimit int `flag:"global-limit" env:"CQLGATE_GLOBAL_LIMIT" yaml:"global_limit" default:"0" help:"requests in flight to the whole cluster; 0 means the sum of the node limits"`
+	GlobalLimit int `flag:"global-limit" env:"CQLGATE_GLOBAL_LIMIT" yaml:"global_limit" default:"0" reload:"true" help:"requests in flight to the whole cluster; 0 means the sum of the node limits"`
 
-	QueueLength int `flag:"queue-length" env:"CQLGATE_QUEUE_LENGTH" yaml:"queue_length" default:"131072" help:"requests that may wait for a free slot when the limits are reached; beyond it clients get OVERLOADED at once (0 rejects without queueing). The default holds what two drivers' connection pools can have in flight (gocql: 2 connections x 32,768 streams per host)"`
+	QueueLength int `flag:"queue-length" env:"CQLGATE_QUEUE_LENGTH" yaml:"queue_length" default:"131072" reload:"true" help:"requests that may wait for a free slot when the limits are reached; beyond it clients get OVERLOADED at once (0 rejects without queueing). The default holds what two drivers' connection pools can have in flight (gocql: 2 connections x 32,768 streams per host)"`
 
-	QueueMaxWait time.Duration `flag:"queue-max-wait" env:"CQLGATE_QUEUE_MAX_WAIT" yaml:"queue_max_wait" default:"5s" help:"longest a request waits in the queue before the client gets OVERLOADED; keep it below the drivers' request timeout (gocql 11s) so they get an answer, not a timeout"`
+	QueueMaxWait time.Duration `flag:"queue-max-wait" env:"CQLGATE_QUEUE_MAX_WAIT" yaml:"queue_max_wait" default:"5s" reload:"true" help:"longest a request waits in the queue before the client gets OVERLOADED; keep it below the drivers' request timeout (gocql 11s) so they get an answer, not a timeout"`
 
-	QueueTarget time.Duration `flag:"queue-target" env:"CQLGATE_QUEUE_TARGET" yaml:"queue_target" default:"0s" help:"CoDel target against standing queues: while every request leaving the queue for --queue-max-wait waited longer than this, those that did are rejected; 0 means --queue-max-wait/2"`
+	QueueTarget time.Duration `flag:"queue-target" env:"CQLGATE_QUEUE_TARGET" yaml:"queue_target" default:"0s" reload:"true" help:"CoDel target against standing queues: while every request leaving the queue for --queue-max-wait waited longer than this, those that did are rejected; 0 means --queue-max-wait/2"`
 
 	MaxProcs int `flag:"max-procs" env:"CQLGATE_MAX_PROCS" yaml:"max_procs" default:"1" help:"CPU cores the proxy's Go scheduler uses (GOMAXPROCS); 0 uses all. One suits a sidecar: the proxy does not compete with its application, and hand-offs between its goroutines need no cross-core wake-ups"`
 
 	AdminPprof bool `flag:"admin-pprof" env:"CQLGATE_ADMIN_PPROF" yaml:"admin_pprof" help:"serve the Go profiler under /debug/pprof/ on --admin-listen (keep that address private)"`
 
 	LogFormat string `flag:"log-format" env:"CQLGATE_LOG_FORMAT" yaml:"log_format" default:"json" help:"log encoding: json or console"`
+
+	// Authentication and TLS. Checked by validateSecurity.
+
+	ClientAuth string `flag:"client-auth" env:"CQLGATE_CLIENT_AUTH" yaml:"client_auth" default:"none" help:"how clients log in: none (any client is served; only allowed when every --listen address is loopback) or passthrough (clients log in with their Cassandra username and password, checked by logging in to Cassandra with them; their requests then run as --backend-username, so the GRANTs that apply are that user's)"`
+
+	AuthCacheTTL time.Duration `flag:"auth-cache-ttl" env:"CQLGATE_AUTH_CACHE_TTL" yaml:"auth_cache_ttl" default:"1m" help:"with --client-auth passthrough, how long credentials that Cassandra accepted are accepted again without asking it (a changed password or dropped role takes effect after this); 0 asks Cassandra at every login"`
+
+	BackendUsername string `flag:"backend-username" env:"CQLGATE_BACKEND_USERNAME" yaml:"backend_username" help:"user the proxy logs in to Cassandra as (PasswordAuthenticator); all client requests run as this user"`
+
+	BackendPassword string `flag:"backend-password" env:"CQLGATE_BACKEND_PASSWORD" yaml:"backend_password" secret:"true" help:"password of --backend-username; give it in the config file or the environment, not as a flag, which other local users can see in the process list"`
+
+	TLSCertFile string `flag:"tls-cert-file" env:"CQLGATE_TLS_CERT_FILE" yaml:"tls_cert_file" help:"PEM certificate (chain) clients see; with --tls-key-file it makes the listen addresses TLS-only. Re-read when the file changes"`
+
+	TLSKeyFile string `flag:"tls-key-file" env:"CQLGATE_TLS_KEY_FILE" yaml:"tls_key_file" help:"PEM private key of --tls-cert-file"`
+
+	TLSClientCAFile string `flag:"tls-client-ca-file" env:"CQLGATE_TLS_CLIENT_CA_FILE" yaml:"tls_client_ca_file" help:"PEM CA certificates for mutual TLS: every client must present a certificate signed by one of them"`
+
+	BackendTLS bool `flag:"backend-tls" env:"CQLGATE_BACKEND_TLS" yaml:"backend_tls" help:"connect to Cassandra with TLS (client_encryption_options), checking the nodes' certificates against --backend-tls-ca-file or the system's CAs"`
+
+	BackendTLSCAFile string `flag:"backend-tls-ca-file" env:"CQLGATE_BACKEND_TLS_CA_FILE" yaml:"backend_tls_ca_file" help:"PEM CA certificates the nodes' certificates must be signed by; empty uses the system's CAs"`
+
+	BackendTLSServerName string `flag:"backend-tls-server-name" env:"CQLGATE_BACKEND_TLS_SERVER_NAME" yaml:"backend_tls_server_name" help:"name every node's certificate must carry; empty checks each node's certificate against the IP address or host it is dialled at"`
+
+	BackendTLSCertFile string `flag:"backend-tls-cert-file" env:"CQLGATE_BACKEND_TLS_CERT_FILE" yaml:"backend_tls_cert_file" help:"PEM client certificate presented to nodes that require one (require_client_auth); re-read when the file changes"`
+
+	BackendTLSKeyFile string `flag:"backend-tls-key-file" env:"CQLGATE_BACKEND_TLS_KEY_FILE" yaml:"backend_tls_key_file" help:"PEM private key of --backend-tls-cert-file"`
+
+	BackendTLSInsecureSkipVerify bool `flag:"backend-tls-insecure-skip-verify" env:"CQLGATE_BACKEND_TLS_INSECURE_SKIP_VERIFY" yaml:"backend_tls_insecure_skip_verify" help:"accept any certificate from the nodes: traffic is encrypted but anyone in between can impersonate them. For tests only"`
 }
 
 // configSchema is Config's parsed tag set. It is computed once and never
@@ -296,6 +338,17 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	p.positive("DrainTimeout", c.DrainTimeout)
+	p.intRange("MaxClientConnections", c.MaxClientConnections, 0, 1<<24)
+	p.intRange("ClientWriteBufferBytes", c.ClientWriteBufferBytes, 1<<20, 1<<40)
+	p.intRange("MaxOrphansPerConnection", c.MaxOrphansPerConnection, 1, 32768)
+	if _, err := ParseAddressMap(c.AddressMap); err != nil {
+		p.add("AddressMap", "%v", err)
+	}
+	if _, err := ParseKeyspaceWeights(c.KeyspaceWeights); err != nil {
+		p.add("KeyspaceWeights", "%v", err)
+	}
+
 	p.intRange("ProtocolVersionMax", c.ProtocolVersionMax, 3, 5)
 	p.intRange("MaxProcs", c.MaxProcs, 0, 1024)
 	if c.LimitMode != "adaptive" && c.LimitMode != "fixed" {
@@ -322,6 +375,7 @@ func (c *Config) Validate() error {
 	if !slices.Contains([]string{"json", "console"}, c.LogFormat) {
 		p.add("LogFormat", "must be json or console, got %q", c.LogFormat)
 	}
+	c.validateSecurity(&p)
 
 	return errors.Join(p.errs...)
 }
@@ -467,4 +521,23 @@ func canonicalUUID(s string) (string, error) {
 		}
 	}
 	return strings.ToLower(s), nil
+}
+
+// Diff returns the flags of the settings whose values differ between c and
+// next, split into those that may change while running and those that need
+// a restart.
+func (c Config) Diff(next Config) (reloadable, restart []string) {
+	s := configSchema()
+	a, b := reflect.ValueOf(c), reflect.ValueOf(next)
+	for _, f := range s.fields {
+		if reflect.DeepEqual(a.Field(f.index).Interface(), b.Field(f.index).Interface()) {
+			continue
+		}
+		if f.Reloadable {
+			reloadable = append(reloadable, f.Flag)
+		} else {
+			restart = append(restart, f.Flag)
+		}
+	}
+	return reloadable, restart
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -36,26 +37,32 @@ func writeFile(t *testing.T, content string) string {
 
 func TestDefault(t *testing.T) {
 	want := Config{
-		Listen:               []string{"127.0.0.1:9042"},
-		AdminListen:          "127.0.0.1:9180",
-		ConnectionsPerNode:   1,
-		MaxFrameBytes:        16 << 20,
-		ConnectTimeout:       5 * time.Second,
-		HeartbeatInterval:    30 * time.Second,
-		ReconnectBaseDelay:   200 * time.Millisecond,
-		ReconnectMaxDelay:    30 * time.Second,
-		RequestTimeout:       15 * time.Second,
-		PreparedCacheEntries: 20000,
-		ProtocolVersionMax:   5,
-		MaxProcs:             1,
-		LimitMode:            "fixed",
-		NodeLimit:            1024,
-		LimitMin:             16,
-		LimitMax:             4096,
-		QueueLength:          131072,
-		QueueMaxWait:         5 * time.Second,
-		LogLevel:             "info",
-		LogFormat:            "json",
+		Listen:                  []string{"127.0.0.1:9042"},
+		AdminListen:             "127.0.0.1:9180",
+		ConnectionsPerNode:      1,
+		MaxFrameBytes:           16 << 20,
+		ConnectTimeout:          5 * time.Second,
+		HeartbeatInterval:       30 * time.Second,
+		ReconnectBaseDelay:      200 * time.Millisecond,
+		ReconnectMaxDelay:       30 * time.Second,
+		RequestTimeout:          15 * time.Second,
+		DrainTimeout:            20 * time.Second,
+		MaxClientConnections:    4096,
+		ClientWriteBufferBytes:  64 << 20,
+		MaxOrphansPerConnection: 1024,
+		PreparedCacheEntries:    20000,
+		ProtocolVersionMax:      5,
+		MaxProcs:                1,
+		LimitMode:               "fixed",
+		NodeLimit:               1024,
+		LimitMin:                16,
+		LimitMax:                4096,
+		QueueLength:             131072,
+		QueueMaxWait:            5 * time.Second,
+		LogLevel:                "info",
+		LogFormat:               "json",
+		ClientAuth:              "none",
+		AuthCacheTTL:            time.Minute,
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() =\n%+v\nwant\n%+v", got, want)
@@ -374,7 +381,8 @@ func TestNormalization(t *testing.T) {
 		t.Errorf("not normalized: %q %q", cfg.HostID, cfg.LogLevel)
 	}
 
-	cfg = mustLoad(t, []string{"--contact-points=a", "--listen=0.0.0.0:9042", "--advertise-address=[::ffff:10.1.2.3]"}, nil)
+	cfg = mustLoad(t, []string{"--contact-points=a", "--listen=0.0.0.0:9042", "--advertise-address=[::ffff:10.1.2.3]",
+		"--client-auth=passthrough", "--backend-username=u", "--backend-password=p"}, nil)
 	if cfg.AdvertiseAddress != "10.1.2.3" {
 		t.Errorf("advertise address %q, want 10.1.2.3", cfg.AdvertiseAddress)
 	}
@@ -417,5 +425,57 @@ func TestLogSafe(t *testing.T) {
 	m["contact_points"].([]string)[0] = "x"
 	if cfg.ContactPoints[0] != "10.0.0.1:9042" {
 		t.Error("LogSafe aliases the config's slices")
+	}
+}
+
+func TestParseAddressMap(t *testing.T) {
+	m, err := ParseAddressMap([]string{"10.0.0.5:9042=127.0.0.1:19042", "10.0.0.6 = 127.0.0.1:19043", "[::1]:9042=[::1]:19042", "node7=localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"10.0.0.5:9042": "127.0.0.1:19042",
+		"10.0.0.6":      "127.0.0.1:19043",
+		"[::1]:9042":    "[::1]:19042",
+		"node7":         "localhost:9042",
+	}
+	if fmt.Sprint(m) != fmt.Sprint(want) {
+		t.Errorf("got %v; want %v", m, want)
+	}
+	for _, bad := range [][]string{{"10.0.0.5"}, {"=1.2.3.4"}, {"a=b", "a=c"}, {"a=b:0"}} {
+		if _, err := ParseAddressMap(bad); err == nil {
+			t.Errorf("ParseAddressMap(%q) succeeded; want an error", bad)
+		}
+	}
+}
+
+func TestParseKeyspaceWeights(t *testing.T) {
+	kw, err := ParseKeyspaceWeights([]string{"orders=8", "analytics=1", "*=2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(kw.Weights) != "[2 8 1]" || kw.Class["orders"] != 1 || kw.Class["analytics"] != 2 {
+		t.Errorf("got %+v", kw)
+	}
+	for _, bad := range [][]string{{"orders"}, {"orders=0"}, {"orders=1001"}, {"a=1", "a=2"}, {"*=1", "*=2"}} {
+		if _, err := ParseKeyspaceWeights(bad); err == nil {
+			t.Errorf("ParseKeyspaceWeights(%q) succeeded; want an error", bad)
+		}
+	}
+}
+
+func TestDiffSplitsReloadableSettings(t *testing.T) {
+	a := Default()
+	b := a
+	b.NodeLimit = 7
+	b.QueueMaxWait = time.Second
+	b.ConnectionsPerNode = 3
+	b.KeyspaceWeights = []string{"a=2"}
+	re, restart := a.Diff(b)
+	if fmt.Sprint(re) != "[keyspace-weights node-limit queue-max-wait]" || fmt.Sprint(restart) != "[connections-per-node]" {
+		t.Errorf("Diff = %v, %v", re, restart)
+	}
+	if re, restart := a.Diff(a); re != nil || restart != nil {
+		t.Errorf("Diff of equal configs = %v, %v", re, restart)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cqlgate/cqlgate/pkg/auth"
 	"github.com/cqlgate/cqlgate/pkg/backend"
 	"github.com/cqlgate/cqlgate/pkg/frame"
 )
@@ -41,6 +42,7 @@ type client struct {
 	mu     sync.Mutex
 	queue  []*frame.Buf
 	spare  []*frame.Buf
+	queued int // bytes in queue
 	closed bool
 	wake   chan struct{}
 	done   chan struct{}
@@ -82,11 +84,20 @@ func (c *client) serve() {
 	c.readLoop()
 }
 
-// handshake answers OPTIONS and STARTUP (both unframed and written
-// synchronously, before the writer goroutine exists) until a STARTUP
-// succeeds, then switches the connection to its negotiated version,
-// compression and, for v5, segment framing.
+// handshake runs the TLS handshake of a TLS listener, then answers OPTIONS
+// and STARTUP (both unframed and written synchronously, before the writer
+// goroutine exists) until a STARTUP succeeds, and switches the connection to
+// its negotiated version, compression and, for v5, segment framing. With
+// client authentication STARTUP is answered with AUTHENTICATE, after which
+// the framing switches just the same (spec v5 2.3.1), and the handshake ends
+// once an AUTH_RESPONSE carries credentials Cassandra accepts.
 func (c *client) handshake() error {
+	if err := c.startTLS(); err != nil {
+		return err
+	}
+	// authVersion is the version of the STARTUP answered with AUTHENTICATE,
+	// while the client's credentials are awaited; 0 before.
+	var authVersion byte
 	for {
 		b, err := c.r.ReadFrame()
 		if err != nil {
@@ -109,10 +120,20 @@ func (c *client) handshake() error {
 		}
 		var out []byte
 		done := false
-		switch h.Opcode {
-		case frame.OpOptions:
+		switch {
+		case h.Opcode == frame.OpOptions:
 			out = frame.AppendSupported(nil, h.Version, h.Stream, c.p.supported())
-		case frame.OpStartup:
+		case authVersion != 0 && h.Version != authVersion:
+			out = frame.AppendError(nil, authVersion, h.Stream, frame.ErrCodeProtocol,
+				fmt.Sprintf("Invalid message version. Got %d but previous messages on this connection had version %d", h.Version, authVersion))
+		case authVersion != 0 && h.Opcode == frame.OpAuthResponse:
+			if out, done = c.login(authVersion, h.Stream, body); done {
+				c.version = authVersion
+			}
+		case authVersion != 0:
+			out = frame.AppendError(nil, authVersion, h.Stream, frame.ErrCodeProtocol,
+				fmt.Sprintf("Unexpected message %s, expecting SASL_RESPONSE", frame.OpcodeName(h.Opcode)))
+		case h.Opcode == frame.OpStartup:
 			comp, msg := c.negotiate(h.Version, body)
 			if msg != "" {
 				out = frame.AppendError(nil, h.Version, h.Stream, frame.ErrCodeProtocol, msg)
@@ -123,8 +144,13 @@ func (c *client) handshake() error {
 				out = frame.AppendError(nil, h.Version, h.Stream, frame.ErrCodeServer, "cqlgate: no Cassandra node available")
 				break
 			}
-			c.version = h.Version
-			out = frame.AppendReady(nil, h.Version, h.Stream)
+			if c.p.auth == nil {
+				c.version = h.Version
+				out, done = frame.AppendReady(nil, h.Version, h.Stream), true
+			} else {
+				authVersion = h.Version
+				out = auth.AppendAuthenticate(nil, h.Version, h.Stream, auth.PasswordAuthenticator)
+			}
 			if err := c.w.WriteFrame(out); err != nil {
 				b.Release()
 				return err
@@ -136,7 +162,7 @@ func (c *client) handshake() error {
 				c.r.SetCompression(comp)
 				c.w.SetCompression(comp)
 			}
-			out, done = nil, true
+			out = nil
 		default:
 			out = frame.AppendError(nil, h.Version, h.Stream, frame.ErrCodeProtocol,
 				fmt.Sprintf("Unexpected message %s, expecting STARTUP or OPTIONS", frame.OpcodeName(h.Opcode)))
@@ -280,6 +306,11 @@ func (c *client) sendFrom(conn *backend.Conn, b *frame.Buf) {
 
 // enqueue queues b and reports whether the queue was empty (the writer may
 // be asleep and needs a Wake).
+//
+// A client that does not read its answers is disconnected once they exceed
+// --client-write-buffer-bytes: it must not hold memory without bound, and
+// waiting for it would stall the backend read loop handing it answers, and
+// with it every other client's answers on that connection.
 func (c *client) enqueue(b *frame.Buf) bool {
 	c.mu.Lock()
 	if c.closed {
@@ -287,7 +318,17 @@ func (c *client) enqueue(b *frame.Buf) bool {
 		b.Release()
 		return false
 	}
+	if c.queued+len(b.B) > int(c.p.clientWriteLimit.Load()) && len(c.queue) > 0 {
+		limit := c.p.clientWriteLimit.Load()
+		c.mu.Unlock()
+		b.Release()
+		c.p.metrics.slowClients.Inc()
+		c.log.Warn("client does not read its answers; disconnecting it", zap.Int64("client_write_buffer_bytes", limit))
+		c.close(fmt.Errorf("client write buffer over %d bytes", limit))
+		return false
+	}
 	c.queue = append(c.queue, b)
+	c.queued += len(b.B)
 	first := len(c.queue) == 1
 	c.mu.Unlock()
 	return first
@@ -313,6 +354,7 @@ func (c *client) writeLoop() {
 		c.mu.Lock()
 		batch := c.queue
 		c.queue = c.spare[:0]
+		c.queued = 0
 		c.mu.Unlock()
 		var err error
 		for i, b := range batch {

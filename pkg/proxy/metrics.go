@@ -2,6 +2,9 @@ package proxy
 
 import (
 	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -21,6 +24,14 @@ type metrics struct {
 	retries          prometheus.Counter
 	timeouts         prometheus.Counter
 	rejected         prometheus.Counter
+	connsRejected    *prometheus.CounterVec
+	slowClients      prometheus.Counter
+
+	// backendLatency holds one observer per node, indexed by the dense
+	// backend.Node.ID, so the hot path does no label lookup.
+	backendLatencyVec *prometheus.HistogramVec
+	backendLatency    atomic.Pointer[[]prometheus.Observer]
+	backendLatencyMu  sync.Mutex
 }
 
 func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
@@ -58,6 +69,19 @@ func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
 			Name: "cqlgate_overloaded_rejections_total",
 			Help: "Requests answered OVERLOADED because the limiter's queue was full or they waited too long (by reason: cqlgate_limiter_rejected_total).",
 		}),
+		connsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cqlgate_client_rejected_connections_total",
+			Help: "Client connections refused, by reason: max_connections (--max-client-connections reached) or draining (shutdown under way).",
+		}, []string{"reason"}),
+		slowClients: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cqlgate_client_write_buffer_overflows_total",
+			Help: "Client connections closed because the client read its answers too slowly and they exceeded --client-write-buffer-bytes.",
+		}),
+		backendLatencyVec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "cqlgate_backend_request_duration_seconds",
+			Help:    "Time from writing a request to a Cassandra node to its answer, by node (the address the proxy dials), including hedged copies and answers that arrived after the client was answered.",
+			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 18),
+		}, []string{"node"}),
 		byCode: map[int32]prometheus.Counter{},
 	}
 	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -74,7 +98,10 @@ func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
 		Name: "cqlgate_prepared_statements",
 		Help: "Prepared statements the proxy remembers for re-preparing.",
 	}, func() float64 { return float64(p.prep.len()) })
-	reg.MustRegister(m.clientConns, m.clientConnsTotal, m.requestDuration, m.proxyErrors, m.reprepares, m.retries, m.timeouts, m.rejected, reqs, prepared)
+	reg.MustRegister(m.clientConns, m.clientConnsTotal, m.requestDuration, m.proxyErrors, m.reprepares, m.retries, m.timeouts, m.rejected, m.connsRejected, m.slowClients, m.backendLatencyVec, reqs, prepared)
+	for _, r := range []string{"max_connections", "draining"} {
+		m.connsRejected.WithLabelValues(r)
+	}
 	return m
 }
 
@@ -93,3 +120,23 @@ func (m *metrics) proxyError(code int32) {
 }
 
 func codeLabel(code int32) string { return "0x" + strconv.FormatInt(int64(code), 16) }
+
+// observeBackend records the latency of one answer from node id (addr).
+func (m *metrics) observeBackend(id int, addr string, d time.Duration) {
+	if obs := m.backendLatency.Load(); obs != nil && id < len(*obs) && (*obs)[id] != nil {
+		(*obs)[id].Observe(d.Seconds())
+		return
+	}
+	m.backendLatencyMu.Lock()
+	var next []prometheus.Observer
+	if obs := m.backendLatency.Load(); obs != nil {
+		next = append(next, *obs...)
+	}
+	for len(next) <= id {
+		next = append(next, nil)
+	}
+	next[id] = m.backendLatencyVec.WithLabelValues(addr)
+	m.backendLatency.Store(&next)
+	m.backendLatencyMu.Unlock()
+	next[id].Observe(d.Seconds())
+}

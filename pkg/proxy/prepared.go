@@ -14,39 +14,52 @@ import (
 // statement is what the proxy needs to prepare a statement again on any
 // node: Cassandra derives the id from the text and keyspace, so the same
 // pair yields the same id everywhere.
+//
+// It also keeps what routing and hedging need, learnt once from the text
+// and the PREPARED answer. A statement is immutable once cached.
 type statement struct {
 	query    string
 	keyspace string
+
+	routeKS      string   // keyspace of the table, for replica placement
+	pk           []uint16 // partition-key bind indexes; nil: not token-aware
+	idempotent   bool     // the text may run twice (consistency aside)
+	write        bool     // INSERT, UPDATE or DELETE
+	ownTimestamp bool     // USING TIMESTAMP: a client timestamp is ignored
 }
 
 // preparedCache maps prepared ids to statements. It is bounded: an evicted
 // statement is no longer re-prepared by the proxy, and the driver then sees
 // UNPREPARED and prepares it again itself, as drivers are built to do.
 type preparedCache struct {
-	lru *lru.Cache[string, statement]
+	lru *lru.Cache[string, *statement]
 }
 
 func newPreparedCache(size int) (*preparedCache, error) {
-	c, err := lru.New[string, statement](size)
+	c, err := lru.New[string, *statement](size)
 	if err != nil {
 		return nil, fmt.Errorf("prepared cache: %w", err)
 	}
 	return &preparedCache{lru: c}, nil
 }
 
-func (pc *preparedCache) get(id []byte) (statement, bool) { return pc.lru.Get(string(id)) }
-func (pc *preparedCache) add(id []byte, st statement)     { pc.lru.Add(string(id), st) }
+func (pc *preparedCache) get(id []byte) (*statement, bool) { return pc.lru.Get(string(id)) }
+func (pc *preparedCache) add(id []byte, st *statement)     { pc.lru.Add(string(id), st) }
 func (pc *preparedCache) len() int                        { return pc.lru.Len() }
 
 // remember records a statement a client prepared on node, and prepares it
 // on the other nodes in the background (like the Java driver's
 // prepare-on-all-nodes), so the first EXECUTE elsewhere needs no extra
 // round trip.
-func (p *Proxy) remember(id []byte, query, keyspace string, version byte, node *backend.Node) {
-	st := statement{query: query, keyspace: keyspace}
-	if _, ok := p.prep.get(id); ok {
+//
+// body is Cassandra's RESULT Prepared (may be nil), for routing metadata.
+// A statement first prepared on v3, whose answer lacks the partition-key
+// indexes, is learnt again when a newer client prepares it.
+func (p *Proxy) remember(id []byte, query, keyspace string, version byte, node *backend.Node, body []byte) {
+	if old, ok := p.prep.get(id); ok && (old.pk != nil || version < frame.V4) {
 		return
 	}
+	st := newStatement(version, query, keyspace, body)
 	p.prep.add(id, st)
 	go func() {
 		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.RequestTimeout)
@@ -86,7 +99,7 @@ func (p *Proxy) rememberSystemStatement(id []byte, t systables.Table) {
 }
 
 // prepareOn prepares st on node and waits for the answer.
-func (p *Proxy) prepareOn(ctx context.Context, st statement, version byte, node *backend.Node) error {
+func (p *Proxy) prepareOn(ctx context.Context, st *statement, version byte, node *backend.Node) error {
 	pool, err := p.cluster.Pool(ctx, version, prepareKeyspacePool(version, st.keyspace))
 	if err != nil {
 		return err
@@ -112,7 +125,7 @@ func prepareKeyspacePool(version byte, keyspace string) string {
 	return keyspace
 }
 
-func appendPrepare(dst []byte, version byte, st statement) []byte {
+func appendPrepare(dst []byte, version byte, st *statement) []byte {
 	ks := ""
 	if version >= frame.V5 {
 		ks = st.keyspace

@@ -6,8 +6,10 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -17,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/cqlgate/cqlgate/pkg/auth"
 	"github.com/cqlgate/cqlgate/pkg/backend"
 	"github.com/cqlgate/cqlgate/pkg/config"
 	"github.com/cqlgate/cqlgate/pkg/frame"
@@ -37,8 +40,24 @@ type Proxy struct {
 
 	endpoints []*endpoint
 	ready     atomic.Bool
-	serving   chan struct{}   // closed once listening
-	ctx       context.Context // the Run context; cancelled at shutdown
+	// draining is set when shutdown begins: new requests get OVERLOADED
+	// while those in flight finish.
+	draining atomic.Bool
+	// reloadMu serializes Reload; live is the configuration it last
+	// applied (p.cfg stays the one the proxy started with).
+	reloadMu sync.Mutex
+	live     config.Config
+	// nodeTable tells routing which nodes are up and local.
+	nodeTable atomic.Pointer[nodeTable]
+	// maxClients is --max-client-connections (0: no limit); reloadable.
+	maxClients atomic.Int64
+	// clientWriteLimit is --client-write-buffer-bytes; reloadable.
+	clientWriteLimit atomic.Int64
+	// keyspaceWeights maps keyspaces to the limiter's priority classes;
+	// replaced on reload.
+	keyspaceWeights atomic.Pointer[config.KeyspaceWeights]
+	serving         chan struct{}   // closed once listening
+	ctx             context.Context // the Run context; cancelled at shutdown
 
 	mu      sync.Mutex
 	clients map[*client]struct{}
@@ -51,6 +70,11 @@ type Proxy struct {
 
 	// lastLocal is the newest system.local seen, for system.peers rows.
 	lastLocal atomic.Pointer[systables.LocalInfo]
+
+	// serverTLS is the client-facing TLS configuration; nil serves plain
+	// CQL. auth checks client logins; nil with --client-auth none.
+	serverTLS *tls.Config
+	auth      *auth.Passthrough
 }
 
 // endpoint is one listen address and the node identity it presents.
@@ -78,7 +102,15 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (*Proxy,
 		ctx:     context.Background(),
 		serving: make(chan struct{}),
 	}
+	p.live = cfg
 	p.metrics = newMetrics(reg, p)
+	kw, err := config.ParseKeyspaceWeights(cfg.KeyspaceWeights)
+	if err != nil {
+		return nil, fmt.Errorf("--keyspace-weights: %w", err)
+	}
+	p.keyspaceWeights.Store(&kw)
+	p.maxClients.Store(int64(cfg.MaxClientConnections))
+	p.clientWriteLimit.Store(int64(cfg.ClientWriteBufferBytes))
 	cache, err := newPreparedCache(cfg.PreparedCacheEntries)
 	if err != nil {
 		return nil, err
@@ -89,8 +121,22 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (*Proxy,
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
 	p.limiter = lim
+	addrMap, err := config.ParseAddressMap(cfg.AddressMap)
+	if err != nil {
+		lim.Close()
+		return nil, fmt.Errorf("--address-map: %w", err)
+	}
+	backendTLS, creds, err := backendSecurity(cfg)
+	if err != nil {
+		lim.Close()
+		return nil, err
+	}
 	cl, err := backend.NewCluster(backend.Config{
+		TLS:                backendTLS,
+		Credentials:        creds,
 		ContactPoints:      cfg.ContactPoints,
+		AddressMap:         addrMap,
+		MaxOrphans:         cfg.MaxOrphansPerConnection,
 		ConnectionsPerNode: cfg.ConnectionsPerNode,
 		ConnectTimeout:     cfg.ConnectTimeout,
 		HeartbeatInterval:  heartbeat(cfg.HeartbeatInterval),
@@ -108,6 +154,11 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (*Proxy,
 		return nil, err
 	}
 	p.cluster = cl
+	if err := p.initClientSecurity(reg); err != nil {
+		cl.Close()
+		lim.Close()
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -122,6 +173,9 @@ func limiterConfig(cfg config.Config) limiter.Config {
 		QueueLength: cfg.QueueLength,
 		MaxWait:     cfg.QueueMaxWait,
 		QueueTarget: cfg.QueueTarget,
+	}
+	if kw, err := config.ParseKeyspaceWeights(cfg.KeyspaceWeights); err == nil && len(kw.Weights) > 1 {
+		lc.ClassWeights = kw.Weights
 	}
 	if cfg.QueueLength == 0 {
 		lc.QueueLength = -1 // the limiter's "no queue"
@@ -138,6 +192,7 @@ func limiterConfig(cfg config.Config) limiter.Config {
 
 // setLimiterNodes admits requests only to nodes that are up.
 func (p *Proxy) setLimiterNodes(up []*backend.Node) {
+	p.setNodeTable(up)
 	ids := make([]limiter.NodeID, len(up))
 	for i, n := range up {
 		ids[i] = limiter.NodeID(n.ID)
@@ -214,11 +269,12 @@ func (p *Proxy) Run(ctx context.Context) error {
 	close(p.serving)
 	<-ctx.Done()
 	p.ready.Store(false)
+	p.draining.Store(true)
 	for _, e := range p.endpoints {
 		e.ln.Close()
 	}
 	acceptors.Wait()
-	p.drain(p.cfg.RequestTimeout)
+	p.drain(p.cfg.DrainTimeout)
 	p.limiter.Close()
 	p.wg.Wait()
 	p.log.Info("stopped")
@@ -311,8 +367,19 @@ func (p *Proxy) accept(ctx context.Context, e *endpoint) {
 			continue
 		}
 		delay = 0
-		c := newClient(p, e, nc)
+		nc = p.wrapTLS(nc)
 		p.mu.Lock()
+		if limit := p.maxClients.Load(); limit > 0 && int64(len(p.clients)) >= limit {
+			p.wg.Add(1)
+			p.mu.Unlock()
+			p.metrics.connsRejected.WithLabelValues("max_connections").Inc()
+			go func() {
+				defer p.wg.Done()
+				refuse(nc, fmt.Sprintf("cqlgate: too many client connections (--max-client-connections %d)", limit))
+			}()
+			continue
+		}
+		c := newClient(p, e, nc)
 		p.clients[c] = struct{}{}
 		p.wg.Add(1)
 		p.mu.Unlock()
@@ -327,6 +394,24 @@ func (p *Proxy) accept(ctx context.Context, e *endpoint) {
 			p.metrics.clientConns.Dec()
 		}()
 	}
+}
+
+// refuse answers a connection over the limit: its first message gets
+// OVERLOADED on its own stream, in its own protocol version, so the driver
+// reports why and tries another node; then the connection closes.
+func refuse(nc net.Conn, msg string) {
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(time.Second))
+	var hdr [frame.HeaderLen]byte
+	if _, err := io.ReadFull(nc, hdr[:]); err != nil {
+		return
+	}
+	h := frame.ParseHeader(hdr[:])
+	v := h.Version
+	if v < frame.V3 || v > frame.V5 {
+		v = frame.V4
+	}
+	nc.Write(frame.AppendError(nil, v, h.Stream, frame.ErrCodeOverloaded, msg))
 }
 
 // drain waits until no client has a request in flight, or timeout, then
@@ -440,4 +525,30 @@ func parseUUID(s string) ([16]byte, error) {
 		id[i] = byte(v)
 	}
 	return id, nil
+}
+
+// Reload applies the settings of next that may change while running (those
+// marked reloadable in pkg/config) without dropping a connection or a
+// request, and reports the flags of changed settings that need a restart,
+// which are ignored.
+func (p *Proxy) Reload(next config.Config) (restart []string, err error) {
+	if err := next.Validate(); err != nil {
+		return nil, err
+	}
+	p.reloadMu.Lock()
+	defer p.reloadMu.Unlock()
+	cur := p.live
+	_, restart = cur.Diff(next)
+	kw, err := config.ParseKeyspaceWeights(next.KeyspaceWeights)
+	if err != nil {
+		return restart, fmt.Errorf("--keyspace-weights: %w", err)
+	}
+	if err := p.limiter.Reconfigure(limiterConfig(next)); err != nil {
+		return restart, fmt.Errorf("limiter: %w", err)
+	}
+	p.keyspaceWeights.Store(&kw)
+	p.maxClients.Store(int64(next.MaxClientConnections))
+	p.clientWriteLimit.Store(int64(next.ClientWriteBufferBytes))
+	p.live = next
+	return restart, nil
 }

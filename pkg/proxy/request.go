@@ -45,6 +45,9 @@ type request struct {
 	pool   *backend.Pool
 	node   *backend.Node // where it was last sent
 	start  time.Time
+	// deadline (unix nanoseconds) is start plus the request timeout: the
+	// time queued for a permit counts against it.
+	deadline int64
 
 	table       systables.Table // system table query answered for the proxy
 	useKeyspace string          // USE: the keyspace it switches to
@@ -55,9 +58,19 @@ type request struct {
 	unprepared  *frame.Buf // the UNPREPARED answer, kept while re-preparing
 	timedOut    bool       // the client got a timeout error already
 
-	permit  limiter.Permit  // the zero Permit for requests the limiter skips
-	sent    time.Time       // when it was queued to Cassandra
-	outcome limiter.Outcome // what to tell the limiter at the end
+	// Routing: the prepared statement an EXECUTE or BATCH runs (nil if
+	// unknown), the replicas it may go to (nil: any node), and buffers for
+	// both so that routing allocates nothing.
+	st      *statement
+	cands   []limiter.NodeID
+	candBuf [maxReplicas]limiter.NodeID
+	vals    [8][]byte
+	idem    int8 // idemUnknown until idempotent() decides
+
+	permit   limiter.Permit  // the zero Permit for requests the limiter skips
+	sent     time.Time       // when it was queued to Cassandra
+	outcome  limiter.Outcome // what to tell the limiter at the end
+	answered bool            // Cassandra's answer arrived (for the latency histogram)
 }
 
 var requestPool = sync.Pool{New: func() any { return new(request) }}
@@ -163,13 +176,19 @@ func (c *client) handle(b *frame.Buf) {
 // the request waits in the limiter's queue and is sent by Admitted, or
 // answered OVERLOADED by Rejected. System-table queries skip the limiter.
 func (c *client) forward(req *request) {
+	if c.p.draining.Load() {
+		c.reject(req, frame.ErrCodeOverloaded, "cqlgate: the proxy is shutting down; send new requests to another node")
+		return
+	}
 	c.inflight.Add(1)
 	req.start = time.Now()
+	req.deadline = req.start.UnixNano() + int64(c.p.cfg.RequestTimeout)
 	c.p.metrics.request(req.op)
 	if req.table == systables.TableNone {
-		p, ok := c.p.limiter.TryAcquire(nil)
+		c.route(req)
+		p, ok := c.p.limiter.TryAcquire(req.cands)
 		if !ok {
-			c.p.limiter.Acquire(req, c.flow, 0, nil, req.start.Add(c.p.cfg.RequestTimeout))
+			c.p.limiter.Acquire(req, c.flow, c.p.class(req), req.cands, time.Unix(0, req.deadline))
 			return
 		}
 		req.permit = p
@@ -177,6 +196,25 @@ func (c *client) forward(req *request) {
 	if conn := req.queue(); conn != nil && !slices.Contains(c.dirty, conn) {
 		c.dirty = append(c.dirty, conn)
 	}
+}
+
+// class returns the admission queue's priority class for req, from the
+// keyspace it works in: a prepared statement's own, else the client's
+// current one. It runs only when the request has to queue.
+func (p *Proxy) class(req *request) int {
+	kw := p.keyspaceWeights.Load()
+	if len(kw.Class) == 0 {
+		return 0
+	}
+	ks := *req.c.keyspace.Load()
+	if req.op == frame.OpExecute {
+		if id, err := frame.ExecuteID(frame.Body(req.buf.B)); err == nil {
+			if st, ok := p.prep.get(id); ok && st.keyspace != "" {
+				ks = st.keyspace
+			}
+		}
+	}
+	return kw.Class[ks]
 }
 
 // Admitted sends a request the limiter let through after queueing it; it
@@ -216,7 +254,7 @@ func (r *request) queue() *backend.Conn {
 	if r.permit != (limiter.Permit{}) {
 		if conn, node := r.pool.OnNodeID(int(r.permit.Node())); conn != nil {
 			r.node = node
-			if conn.Queue(r.buf.B, r) == nil {
+			if conn.QueueBy(r.buf.B, r, r.deadline) == nil {
 				return conn
 			}
 		}
@@ -239,7 +277,7 @@ func (r *request) queueAvoiding(avoid *backend.Node) *backend.Conn {
 			return nil
 		}
 		r.node = np.Node()
-		err := conn.Queue(r.buf.B, r)
+		err := conn.QueueBy(r.buf.B, r, r.deadline)
 		if err == nil {
 			return conn
 		}
@@ -257,6 +295,7 @@ func (r *request) queueAvoiding(avoid *backend.Node) *backend.Conn {
 // on the backend connection's read loop and must not block.
 func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 	c := r.c
+	r.answered = true
 	if r.timedOut {
 		// The client was answered at the deadline; now the stream is free.
 		resp.Release()
@@ -277,7 +316,7 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 				c.p.rememberSystemStatement(id, r.table)
 				// Like any statement: prepared on the other nodes too, and
 				// again on a node that forgot it.
-				c.p.remember(id, r.prepQuery, r.prepKS, c.version, r.node)
+				c.p.remember(id, r.prepQuery, r.prepKS, c.version, r.node, resultBody(resp.B))
 			}
 		case r.table != systables.TableNone:
 			resp = c.rewriteSystem(r.table, resp)
@@ -288,7 +327,7 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 			}
 		case r.prepQuery != "":
 			if id, err := frame.PreparedID(resultBody(resp.B)); err == nil {
-				c.p.remember(id, r.prepQuery, r.prepKS, c.version, r.node)
+				c.p.remember(id, r.prepQuery, r.prepKS, c.version, r.node, resultBody(resp.B))
 			}
 		default:
 			if kind, err := frame.ResultKind(resultBody(resp.B)); err == nil && kind == frame.ResultSchemaChange {
@@ -324,7 +363,7 @@ func (r *request) resendNotExecuted(resp *frame.Buf) bool {
 	if conn == nil {
 		return false
 	}
-	if conn.Queue(r.buf.B, r) != nil {
+	if conn.QueueBy(r.buf.B, r, r.deadline) != nil {
 		return false
 	}
 	resp.Release()
@@ -370,7 +409,10 @@ func (r *request) OnFailure(conn *backend.Conn, err error, sent bool) {
 		return
 	}
 	r.outcome = limiter.Failure
-	if !sent && r.retries < maxRetries {
+	// Sent again elsewhere when it never left the proxy, or when running
+	// it twice is harmless (once: a statement that kills nodes should not
+	// kill them all).
+	if r.retries < maxRetries && (!sent || (r.retries == 0 && r.idempotent())) {
 		r.retries++
 		r.c.p.metrics.retries.Inc()
 		r.send(r.node)
@@ -394,7 +436,11 @@ func (r *request) finish() {
 	if r.sent.IsZero() {
 		r.permit.Release(limiter.Dropped, 0)
 	} else {
-		r.permit.Release(r.outcome, now.Sub(r.sent))
+		d := now.Sub(r.sent)
+		r.permit.Release(r.outcome, d)
+		if r.answered {
+			c.p.metrics.observeBackend(r.node.ID, r.node.Addr, d)
+		}
 	}
 	c.inflight.Add(-1)
 	r.buf.Release()
@@ -503,7 +549,7 @@ func (r *request) reprepare(conn *backend.Conn, resp *frame.Buf) bool {
 	return true
 }
 
-func (r *request) prepareAndResend(st statement, node *backend.Node) {
+func (r *request) prepareAndResend(st *statement, node *backend.Node) {
 	c := r.c
 	ctx, cancel := context.WithTimeout(c.p.ctx, c.p.cfg.RequestTimeout)
 	defer cancel()
@@ -519,7 +565,8 @@ func (r *request) prepareAndResend(st statement, node *backend.Node) {
 	c.p.metrics.reprepares.Inc()
 	r.unprepared.Release()
 	r.unprepared = nil
-	if conn := r.pool.OnNode(node); conn != nil && conn.Send(r.buf.B, r) == nil {
+	if conn := r.pool.OnNode(node); conn != nil && conn.QueueBy(r.buf.B, r, r.deadline) == nil {
+		conn.Flush()
 		return
 	}
 	r.send(nil)

@@ -1,0 +1,220 @@
+package proxy
+
+// Token-aware routing and idempotency: what the proxy learns about a
+// prepared statement when it is prepared, and how an EXECUTE or BATCH is
+// sent to a replica of its partition.
+
+import (
+	"github.com/cqlgate/cqlgate/pkg/backend"
+	"github.com/cqlgate/cqlgate/pkg/frame"
+	"github.com/cqlgate/cqlgate/pkg/limiter"
+	"github.com/cqlgate/cqlgate/pkg/speculative"
+	"github.com/cqlgate/cqlgate/pkg/token"
+)
+
+// maxReplicas bounds the replicas a request considers: RF beyond this is
+// served by the first ones in placement order.
+const maxReplicas = 16
+
+// newStatement builds what the proxy keeps about a prepared statement from
+// its text, the keyspace it was prepared in, and Cassandra's PREPARED
+// answer (body, may be nil). It runs once per statement.
+func newStatement(version byte, query, keyspace string, body []byte) *statement {
+	st := &statement{query: query, keyspace: keyspace}
+	var types []uint16
+	if body != nil {
+		if meta, err := frame.ParsePrepared(version, body); err == nil {
+			st.pk = meta.PKIndexes
+			st.routeKS = meta.Keyspace
+			types = meta.VarTypes
+		}
+	}
+	cs := speculative.Classify(query, keyspace, types)
+	st.idempotent = cs.Idempotent
+	st.write = cs.Kind == speculative.KindInsert || cs.Kind == speculative.KindUpdate || cs.Kind == speculative.KindDelete
+	st.ownTimestamp = cs.UsingTimestamp
+	if st.routeKS == "" {
+		st.routeKS = cs.Keyspace
+	}
+	return st
+}
+
+// nodeTable is what routing needs to know about every node, indexed by
+// backend.Node.ID; replaced whenever the set of nodes that are up changes.
+type nodeTable struct {
+	up    []bool
+	local []bool // in --local-dc (all true when none is known)
+}
+
+func (t *nodeTable) isUp(id int) bool { return id < len(t.up) && t.up[id] }
+
+// setNodeTable records which nodes are up and which are local.
+func (p *Proxy) setNodeTable(up []*backend.Node) {
+	all := p.cluster.Nodes()
+	size := 0
+	for _, n := range all {
+		size = max(size, n.ID+1)
+	}
+	t := &nodeTable{up: make([]bool, size), local: make([]bool, size)}
+	dc := p.cfg.LocalDC
+	if dc == "" {
+		dc = p.cluster.LocalInfo().DataCenter
+	}
+	for _, n := range all {
+		t.local[n.ID] = dc == "" || n.DataCenter == dc
+	}
+	for _, n := range up {
+		if n.ID < size {
+			t.up[n.ID] = true
+		}
+	}
+	p.nodeTable.Store(t)
+}
+
+// route sets req.cands to the replicas of the partition an EXECUTE (or a
+// BATCH, by its first statement) writes or reads, when they can be known:
+// the up replicas in the local data center, else any up replicas. It leaves
+// req.cands nil (any node) otherwise. It also remembers the statement, for
+// idempotency.
+func (c *client) route(req *request) {
+	body := frame.Body(req.buf.B)
+	var id []byte
+	var err error
+	switch req.op {
+	case frame.OpExecute:
+		id, err = frame.ExecuteID(body)
+	case frame.OpBatch:
+		id, err = firstBatchID(c.version, body)
+	default:
+		return
+	}
+	if err != nil || id == nil {
+		return
+	}
+	st, ok := c.p.prep.get(id)
+	if !ok {
+		return
+	}
+	req.st = st
+	if len(st.pk) == 0 || req.op != frame.OpExecute {
+		return
+	}
+	topo := c.p.cluster.Topology()
+	nt := c.p.nodeTable.Load()
+	if topo == nil || nt == nil {
+		return
+	}
+	place := topo.Placement(st.routeKS)
+	if place == nil {
+		return
+	}
+	vals, err := frame.ExecuteValues(c.version, body, st.pk, req.vals[:0])
+	if err != nil {
+		return
+	}
+	replicas := place.Replicas(token.PartitionToken(vals))
+	req.cands = pickReplicas(nt, replicas, req.candBuf[:0])
+}
+
+// pickReplicas appends to dst the replicas that are up and local, or the
+// up ones when none is local; nil when none is up, so that any node
+// coordinates (and Cassandra reports the replicas' state).
+func pickReplicas(nt *nodeTable, replicas []int, dst []limiter.NodeID) []limiter.NodeID {
+	for _, id := range replicas {
+		if len(dst) < maxReplicas && nt.isUp(id) && nt.local[id] {
+			dst = append(dst, limiter.NodeID(id))
+		}
+	}
+	if len(dst) == 0 {
+		for _, id := range replicas {
+			if len(dst) < maxReplicas && nt.isUp(id) {
+				dst = append(dst, limiter.NodeID(id))
+			}
+		}
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	return dst
+}
+
+// firstBatchID returns the prepared id of a BATCH's first statement, or
+// nil when that statement is a query string.
+func firstBatchID(version byte, body []byte) ([]byte, error) {
+	b, err := frame.ParseBatch(version, body)
+	if err != nil {
+		return nil, err
+	}
+	it := b.Children()
+	child, ok := it.Next()
+	if !ok || child.Kind != frame.BatchChildPrepared {
+		return nil, nil
+	}
+	return child.ID, nil
+}
+
+// idempotent tells whether running the request twice is safe, so that it
+// may be sent again after its connection died with it in flight, or hedged.
+// It is computed only when needed: from the prepared statement's cached
+// verdict, or by classifying the text of a QUERY or of a BATCH's children.
+func (r *request) idempotent() bool {
+	if r.idem != idemUnknown {
+		return r.idem == idemYes
+	}
+	r.idem = idemNo
+	if r.decideIdempotent() {
+		r.idem = idemYes
+	}
+	return r.idem == idemYes
+}
+
+func (r *request) decideIdempotent() bool {
+	c := r.c
+	body := frame.Body(r.buf.B)
+	if cl, err := frame.Consistency(c.version, r.op, body); err != nil || !speculative.ConsistencyIdempotent(cl) {
+		return false
+	}
+	switch r.op {
+	case frame.OpExecute:
+		return r.st != nil && r.st.idempotent
+	case frame.OpQuery:
+		q, err := frame.QueryString(body)
+		if err != nil {
+			return false
+		}
+		return speculative.Classify(string(q), *c.keyspace.Load(), nil).Idempotent
+	case frame.OpBatch:
+		b, err := frame.ParseBatch(c.version, body)
+		if err != nil {
+			return false
+		}
+		if b.Type == speculative.BatchCounter {
+			return false
+		}
+		it := b.Children()
+		for {
+			child, ok := it.Next()
+			if !ok {
+				return b.Count > 0
+			}
+			var v bool
+			if child.Kind == frame.BatchChildPrepared {
+				st, found := c.p.prep.get(child.ID)
+				v = found && st.idempotent
+			} else {
+				v = speculative.Classify(string(child.Query), *c.keyspace.Load(), nil).Idempotent
+			}
+			if !v {
+				return false
+			}
+		}
+	}
+	return false
+}
+
+// Idempotency of a request, decided lazily.
+const (
+	idemUnknown int8 = iota
+	idemYes
+	idemNo
+)
