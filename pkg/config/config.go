@@ -27,6 +27,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cqlgate/cqlgate/pkg/speculative"
 )
 
 // DefaultCQLPort is the port added to contact points given without one.
@@ -85,6 +87,20 @@ type Config struct {
 	LocalDC string `flag:"local-dc" env:"CQLGATE_LOCAL_DC" yaml:"local_dc" help:"data center whose replicas serve requests first; other data centers are used only when no local replica is up. Empty: the data center of the first contact point that answers"`
 
 	KeyspaceWeights []string `flag:"keyspace-weights" env:"CQLGATE_KEYSPACE_WEIGHTS" yaml:"keyspace_weights" reload:"true" help:"priority classes by keyspace for the admission queue, comma-separated KEYSPACE=WEIGHT pairs (weight 1-1000), with * for every other keyspace (default weight 1): under saturation each class gets at least its weight's share of the requests leaving the queue, e.g. orders=8,analytics=1,*=2"`
+
+	SpeculativeMaxExecutions int `flag:"speculative-max-executions" env:"CQLGATE_SPECULATIVE_MAX_EXECUTIONS" yaml:"speculative_max_executions" default:"1" reload:"true" help:"extra copies (hedges) of a slow idempotent request sent to other replicas, 0-4; 0 turns speculative execution off"`
+
+	SpeculativeDelay time.Duration `flag:"speculative-delay" env:"CQLGATE_SPECULATIVE_DELAY" yaml:"speculative_delay" default:"0s" help:"wait before a hedge is sent; 0 means adaptive: --speculative-percentile of each statement's recent latency on its fastest node, within --speculative-delay-min and --speculative-delay-max, and no hedging until 100 samples exist"`
+
+	SpeculativePercentile float64 `flag:"speculative-percentile" env:"CQLGATE_SPECULATIVE_PERCENTILE" yaml:"speculative_percentile" default:"0.99" help:"latency percentile (0-1] that is the adaptive hedge delay"`
+
+	SpeculativeDelayMin time.Duration `flag:"speculative-delay-min" env:"CQLGATE_SPECULATIVE_DELAY_MIN" yaml:"speculative_delay_min" default:"1ms" help:"floor of the adaptive hedge delay"`
+
+	SpeculativeDelayMax time.Duration `flag:"speculative-delay-max" env:"CQLGATE_SPECULATIVE_DELAY_MAX" yaml:"speculative_delay_max" default:"200ms" help:"cap of the adaptive hedge delay"`
+
+	SpeculativeBudget float64 `flag:"speculative-budget" env:"CQLGATE_SPECULATIVE_BUDGET" yaml:"speculative_budget" default:"0.05" help:"hedges allowed as a share of hedgeable requests over the last 10s (0-1]; hedges also take only a free limiter slot and pause while the limiter rejects, so they never add to an overload"`
+
+	SpeculativeIdempotent []string `flag:"speculative-idempotent" env:"CQLGATE_SPECULATIVE_IDEMPOTENT" yaml:"speculative_idempotent" help:"idempotency overrides, comma-separated: idempotent:KS.TABLE, not-idempotent:KS.TABLE, or idempotent:re:REGEXP / not-idempotent:re:REGEXP on the statement text; the first match wins over what the proxy infers from the text"`
 
 	PreparedCacheEntries int `flag:"prepared-cache-entries" env:"CQLGATE_PREPARED_CACHE_ENTRIES" yaml:"prepared_cache_entries" default:"20000" help:"prepared statements remembered for re-preparing on other nodes (at least 100)"`
 
@@ -349,6 +365,23 @@ func (c *Config) Validate() error {
 		p.add("KeyspaceWeights", "%v", err)
 	}
 
+	p.intRange("SpeculativeMaxExecutions", c.SpeculativeMaxExecutions, 0, 4)
+	if c.SpeculativeDelay < 0 {
+		p.add("SpeculativeDelay", "must not be negative, got %s", c.SpeculativeDelay)
+	}
+	if !(c.SpeculativePercentile > 0 && c.SpeculativePercentile <= 1) {
+		p.add("SpeculativePercentile", "must be in (0, 1], got %g", c.SpeculativePercentile)
+	}
+	p.positive("SpeculativeDelayMin", c.SpeculativeDelayMin)
+	if c.SpeculativeDelayMax < c.SpeculativeDelayMin {
+		p.add("SpeculativeDelayMax", "must be at least --speculative-delay-min (%s), got %s", c.SpeculativeDelayMin, c.SpeculativeDelayMax)
+	}
+	if !(c.SpeculativeBudget > 0 && c.SpeculativeBudget <= 1) {
+		p.add("SpeculativeBudget", "must be in (0, 1], got %g", c.SpeculativeBudget)
+	}
+	if _, err := speculative.ParseOverrides(c.SpeculativeIdempotent); err != nil {
+		p.add("SpeculativeIdempotent", "%v", err)
+	}
 	p.intRange("ProtocolVersionMax", c.ProtocolVersionMax, 3, 5)
 	p.intRange("MaxProcs", c.MaxProcs, 0, 1024)
 	if c.LimitMode != "adaptive" && c.LimitMode != "fixed" {

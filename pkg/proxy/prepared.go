@@ -26,6 +26,7 @@ type statement struct {
 	idempotent   bool     // the text may run twice (consistency aside)
 	write        bool     // INSERT, UPDATE or DELETE
 	ownTimestamp bool     // USING TIMESTAMP: a client timestamp is ignored
+	hedge        *stmtHedge
 }
 
 // preparedCache maps prepared ids to statements. It is bounded: an evicted
@@ -45,7 +46,7 @@ func newPreparedCache(size int) (*preparedCache, error) {
 
 func (pc *preparedCache) get(id []byte) (*statement, bool) { return pc.lru.Get(string(id)) }
 func (pc *preparedCache) add(id []byte, st *statement)     { pc.lru.Add(string(id), st) }
-func (pc *preparedCache) len() int                        { return pc.lru.Len() }
+func (pc *preparedCache) len() int                         { return pc.lru.Len() }
 
 // remember records a statement a client prepared on node, and prepares it
 // on the other nodes in the background (like the Java driver's
@@ -59,7 +60,7 @@ func (p *Proxy) remember(id []byte, query, keyspace string, version byte, node *
 	if old, ok := p.prep.get(id); ok && (old.pk != nil || version < frame.V4) {
 		return
 	}
-	st := newStatement(version, query, keyspace, body)
+	st := p.newStatement(id, version, query, keyspace, body)
 	p.prep.add(id, st)
 	go func() {
 		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.RequestTimeout)

@@ -24,6 +24,7 @@ import (
 	"github.com/cqlgate/cqlgate/pkg/config"
 	"github.com/cqlgate/cqlgate/pkg/frame"
 	"github.com/cqlgate/cqlgate/pkg/limiter"
+	"github.com/cqlgate/cqlgate/pkg/speculative"
 	"github.com/cqlgate/cqlgate/pkg/systables"
 )
 
@@ -45,8 +46,10 @@ type Proxy struct {
 	draining atomic.Bool
 	// reloadMu serializes Reload; live is the configuration it last
 	// applied (p.cfg stays the one the proxy started with).
-	reloadMu sync.Mutex
-	live     config.Config
+	reloadMu   sync.Mutex
+	live       config.Config
+	hedging    *hedging
+	classifier *speculative.Classifier
 	// nodeTable tells routing which nodes are up and local.
 	nodeTable atomic.Pointer[nodeTable]
 	// maxClients is --max-client-connections (0: no limit); reloadable.
@@ -121,14 +124,25 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (*Proxy,
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
 	p.limiter = lim
+	overrides, err := speculative.ParseOverrides(cfg.SpeculativeIdempotent)
+	if err == nil {
+		p.classifier = speculative.NewClassifier(overrides)
+		p.hedging, err = newHedging(cfg, reg)
+	}
+	if err != nil {
+		lim.Close()
+		return nil, fmt.Errorf("speculative execution: %w", err)
+	}
 	addrMap, err := config.ParseAddressMap(cfg.AddressMap)
 	if err != nil {
 		lim.Close()
+		p.hedging.stop()
 		return nil, fmt.Errorf("--address-map: %w", err)
 	}
 	backendTLS, creds, err := backendSecurity(cfg)
 	if err != nil {
 		lim.Close()
+		p.hedging.stop()
 		return nil, err
 	}
 	cl, err := backend.NewCluster(backend.Config{
@@ -151,12 +165,14 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (*Proxy,
 	}, reg)
 	if err != nil {
 		lim.Close()
+		p.hedging.stop()
 		return nil, err
 	}
 	p.cluster = cl
 	if err := p.initClientSecurity(reg); err != nil {
 		cl.Close()
 		lim.Close()
+		p.hedging.stop()
 		return nil, err
 	}
 	return p, nil
@@ -243,6 +259,7 @@ func (p *Proxy) Serving() <-chan struct{} { return p.serving }
 // to the request timeout), closes every connection and returns nil.
 func (p *Proxy) Run(ctx context.Context) error {
 	defer p.limiter.Close() // on every path; the drain below closes it first
+	defer p.hedging.stop()
 	p.ctx = ctx
 	if err := p.cluster.Connect(ctx); err != nil {
 		return fmt.Errorf("connect to cluster: %w", err)
@@ -549,6 +566,7 @@ func (p *Proxy) Reload(next config.Config) (restart []string, err error) {
 	p.keyspaceWeights.Store(&kw)
 	p.maxClients.Store(int64(next.MaxClientConnections))
 	p.clientWriteLimit.Store(int64(next.ClientWriteBufferBytes))
+	p.hedging.maxExtra.Store(int32(next.SpeculativeMaxExecutions))
 	p.live = next
 	return restart, nil
 }

@@ -67,6 +67,13 @@ type request struct {
 	vals    [8][]byte
 	idem    int8 // idemUnknown until idempotent() decides
 
+	// Hedging: hs is allocated on first arming and survives pooling;
+	// armed is set when this request's timer was armed; shared once the
+	// timer fired, after which the request is never pooled again.
+	hs     *hedgeState
+	armed  bool
+	shared bool
+
 	permit   limiter.Permit  // the zero Permit for requests the limiter skips
 	sent     time.Time       // when it was queued to Cassandra
 	outcome  limiter.Outcome // what to tell the limiter at the end
@@ -192,6 +199,7 @@ func (c *client) forward(req *request) {
 			return
 		}
 		req.permit = p
+		c.armHedge(req)
 	}
 	if conn := req.queue(); conn != nil && !slices.Contains(c.dirty, conn) {
 		c.dirty = append(c.dirty, conn)
@@ -221,6 +229,7 @@ func (p *Proxy) class(req *request) int {
 // may run on any goroutine.
 func (r *request) Admitted(p limiter.Permit) {
 	r.permit = p
+	r.c.armHedge(r)
 	if conn := r.queue(); conn != nil {
 		conn.Kick()
 	}
@@ -234,6 +243,8 @@ func (r *request) Rejected(reason limiter.Reason) {
 		return
 	}
 	r.c.p.metrics.rejected.Inc()
+	// Hedges would only add load now.
+	r.c.p.hedging.budget.Pause(time.Now().Add(time.Second))
 	r.fail(frame.ErrCodeOverloaded, "cqlgate: "+reason.String())
 }
 
@@ -254,6 +265,9 @@ func (r *request) queue() *backend.Conn {
 	if r.permit != (limiter.Permit{}) {
 		if conn, node := r.pool.OnNodeID(int(r.permit.Node())); conn != nil {
 			r.node = node
+			if r.armed {
+				r.hs.primaryNode.Store(int32(node.ID))
+			}
 			if conn.QueueBy(r.buf.B, r, r.deadline) == nil {
 				return conn
 			}
@@ -294,6 +308,9 @@ func (r *request) queueAvoiding(avoid *backend.Node) *backend.Conn {
 // OnResponse routes Cassandra's answer back to the client's stream. It runs
 // on the backend connection's read loop and must not block.
 func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
+	if r.armed && r.primaryAnswered(conn, resp) {
+		return
+	}
 	c := r.c
 	r.answered = true
 	if r.timedOut {
@@ -393,16 +410,35 @@ func (r *request) answerAfterSchemaAgreement(resp *frame.Buf) {
 // request timeout. The request stays alive as an orphan until its backend
 // stream is freed (OnResponse or OnFailure then just recycle it).
 func (r *request) OnTimeout(*backend.Conn) {
+	if r.armed {
+		hs := r.hs
+		hs.mu.Lock()
+		hedged := hs.hedges > 0
+		hs.mu.Unlock()
+		if hedged {
+			r.hedgedTimeout()
+			return
+		}
+		hs.replied.Store(true) // no hedge now
+	}
 	r.timedOut = true
 	r.c.p.metrics.timeouts.Inc()
 	r.c.p.metrics.proxyError(frame.ErrCodeServer)
-	r.c.sendError(r.stream, frame.ErrCodeServer, fmt.Sprintf("cqlgate: no answer from Cassandra within the request timeout (%s)", r.c.p.cfg.RequestTimeout))
+	r.c.sendError(r.stream, frame.ErrCodeServer, timeoutMessage(r.c.p.cfg.RequestTimeout))
+}
+
+// timeoutMessage is the error message of a request past --request-timeout.
+func timeoutMessage(d time.Duration) string {
+	return fmt.Sprintf("cqlgate: no answer from Cassandra within the request timeout (%s)", d)
 }
 
 // OnFailure runs when the connection carrying the request died. A request
 // that never left the proxy is sent again elsewhere; one that may have
 // reached Cassandra is answered with an error, because it may have run.
 func (r *request) OnFailure(conn *backend.Conn, err error, sent bool) {
+	if r.armed && r.primaryAnswered(conn, nil) {
+		return
+	}
 	if r.timedOut {
 		r.outcome = limiter.Timeout
 		r.finish()
@@ -440,6 +476,11 @@ func (r *request) finish() {
 		r.permit.Release(r.outcome, d)
 		if r.answered {
 			c.p.metrics.observeBackend(r.node.ID, r.node.Addr, d)
+			if r.st != nil && r.outcome == limiter.Success {
+				if cl, ok := r.st.hedge.class(c.p.hedging, r.node.ID); ok {
+					c.p.hedging.delay.Record(cl, d, now)
+				}
+			}
 		}
 	}
 	c.inflight.Add(-1)
@@ -447,7 +488,11 @@ func (r *request) finish() {
 	if r.unprepared != nil {
 		r.unprepared.Release()
 	}
-	*r = request{}
+	if r.shared {
+		return // the hedge scheduler may still hold it
+	}
+	hs := r.hs
+	*r = request{hs: hs}
 	requestPool.Put(r)
 }
 

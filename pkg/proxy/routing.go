@@ -19,7 +19,7 @@ const maxReplicas = 16
 // newStatement builds what the proxy keeps about a prepared statement from
 // its text, the keyspace it was prepared in, and Cassandra's PREPARED
 // answer (body, may be nil). It runs once per statement.
-func newStatement(version byte, query, keyspace string, body []byte) *statement {
+func (p *Proxy) newStatement(id []byte, version byte, query, keyspace string, body []byte) *statement {
 	st := &statement{query: query, keyspace: keyspace}
 	var types []uint16
 	if body != nil {
@@ -29,13 +29,14 @@ func newStatement(version byte, query, keyspace string, body []byte) *statement 
 			types = meta.VarTypes
 		}
 	}
-	cs := speculative.Classify(query, keyspace, types)
+	cs := p.classifier.Classify(query, keyspace, types)
 	st.idempotent = cs.Idempotent
 	st.write = cs.Kind == speculative.KindInsert || cs.Kind == speculative.KindUpdate || cs.Kind == speculative.KindDelete
 	st.ownTimestamp = cs.UsingTimestamp
 	if st.routeKS == "" {
 		st.routeKS = cs.Keyspace
 	}
+	st.hedge = newStmtHedge(id, cs.Keyspace+"."+cs.Table)
 	return st
 }
 
@@ -182,7 +183,7 @@ func (r *request) decideIdempotent() bool {
 		if err != nil {
 			return false
 		}
-		return speculative.Classify(string(q), *c.keyspace.Load(), nil).Idempotent
+		return c.p.classifier.Classify(string(q), *c.keyspace.Load(), nil).Idempotent
 	case frame.OpBatch:
 		b, err := frame.ParseBatch(c.version, body)
 		if err != nil {
@@ -202,7 +203,7 @@ func (r *request) decideIdempotent() bool {
 				st, found := c.p.prep.get(child.ID)
 				v = found && st.idempotent
 			} else {
-				v = speculative.Classify(string(child.Query), *c.keyspace.Load(), nil).Idempotent
+				v = c.p.classifier.Classify(string(child.Query), *c.keyspace.Load(), nil).Idempotent
 			}
 			if !v {
 				return false

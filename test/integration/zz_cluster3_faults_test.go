@@ -75,7 +75,7 @@ func (l *readLoad) finish(t *testing.T, what string) {
 
 // faultSetup creates the table and starts a proxy that reaches the victim
 // through a fault injector.
-func faultSetup(t *testing.T, mod func(*config.Config)) (*testCluster, *testProxy, *faultinject.Fault, *gocql.Session) {
+func faultSetup(t testing.TB, mod func(*config.Config)) (*testCluster, *testProxy, *faultinject.Fault, *gocql.Session) {
 	c := cluster3.get(t)
 	direct := newSession(t, c.Addrs, nil)
 	recreateKeyspace(t, direct, "it_faults", 3, "CREATE TABLE it_faults.kv (k int PRIMARY KEY, v int)")
@@ -100,7 +100,7 @@ func faultSetup(t *testing.T, mod func(*config.Config)) (*testCluster, *testProx
 	return c, p, inj, s
 }
 
-func waitNodesUp(t *testing.T, p *testProxy, n int) {
+func waitNodesUp(t testing.TB, p *testProxy, n int) {
 	t.Helper()
 	waitFor(t, 60*time.Second, fmt.Sprintf("%d nodes up at the proxy", n), func() (bool, string) {
 		up := metricSum(t, p.Reg, "cqlgate_backend_node_up")
@@ -110,7 +110,7 @@ func waitNodesUp(t *testing.T, p *testProxy, n int) {
 
 // checkQuiet waits until the proxy has nothing in flight: no backend
 // request, no limiter permit, no queued request.
-func checkQuiet(t *testing.T, p *testProxy) {
+func checkQuiet(t testing.TB, p *testProxy) {
 	t.Helper()
 	waitFor(t, 30*time.Second, "the proxy to have nothing in flight", func() (bool, string) {
 		back := metricSum(t, p.Reg, "cqlgate_backend_in_flight_requests")
