@@ -1,0 +1,673 @@
+package speculative
+
+import "strings"
+
+// This file parses INSERT, UPDATE, DELETE and BATCH (Cassandra 5.0's
+// grammar, Parser.g) far enough to find everything that makes a write
+// non-idempotent:
+//
+//   - a lightweight transaction: IF NOT EXISTS, IF EXISTS, IF conditions.
+//     Running one twice gives a different answer ([applied] false the second
+//     time), and its Paxos rounds contend;
+//   - a counter update, c = c + 1, c = c - ?, c += 1: it adds twice;
+//   - a list append or prepend, l = l + [1], l = [1] + l, l += ?: the list
+//     grows twice;
+//   - deleting a list element by position, DELETE l[1] or l[1] = null: the
+//     second run deletes the next element. Setting one by position,
+//     l[1] = 'x', is idempotent (it overwrites the same cell), and so is
+//     removing by value, l = l - [1];
+//   - a call of a non-deterministic function (now(), uuid(), ...) or of one
+//     not known to be deterministic (a UDF), anywhere in the statement;
+//   - a form the parser does not recognize.
+//
+// Set and map additions and removals, overwrites, UDT field updates and
+// deletions of whole rows, columns, map keys and UDT fields are idempotent.
+// USING TIMESTAMP and USING TTL change none of this; in particular a list
+// append with a fixed timestamp is still treated as not idempotent.
+//
+// Several forms are ambiguous without the schema, which the proxy does not
+// read: in x[k] = v and DELETE x[k], x may be a list (k a position) or a
+// map (k a key). A key that cannot be a position (a string, a uuid, a bind
+// variable of a non-int type) makes x a map; otherwise the statement is
+// treated as a list access, so DELETE x[1] and x[1] = null (or = ?, which
+// may be bound to null) are not idempotent.
+
+// structural lists the keywords that may be followed by '(' without being
+// a function call.
+var structural = [...]string{
+	"IN", "AND", "OR", "NOT", "WHERE", "IF", "VALUES", "SET", "KEY", "CONTAINS",
+	"LIKE", "JSON", "USING", "FROM", "INTO", "EXISTS",
+}
+
+func isStructural(word string) bool {
+	for _, s := range structural {
+		if strings.EqualFold(word, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// stmtInfo is what parsing one INSERT, UPDATE or DELETE yields.
+type stmtInfo struct {
+	kind      Kind
+	ks, table string
+	usingTS   bool
+	verdict   Verdict
+}
+
+// fail records a reason for not being idempotent; the first one wins.
+func (s *stmtInfo) fail(r Reason, detail string) {
+	if s.verdict.Idempotent {
+		s.verdict = notIdempotent(r, detail)
+	}
+}
+
+func (s *stmtInfo) statement() Statement {
+	return Statement{Kind: s.kind, Keyspace: s.ks, Table: s.table, UsingTimestamp: s.usingTS, Verdict: s.verdict}
+}
+
+// dml classifies a lone INSERT, UPDATE or DELETE.
+func (p *parser) dml(toks []token) Statement {
+	s := p.write(toks)
+	return s.statement()
+}
+
+// write parses one INSERT, UPDATE or DELETE that spans all of toks.
+func (p *parser) write(toks []token) stmtInfo {
+	s := stmtInfo{verdict: idempotent}
+	var ok bool
+	switch {
+	case p.kw(toks, 0, "INSERT"):
+		s.kind = KindInsert
+		ok = p.insert(toks, &s)
+	case p.kw(toks, 0, "UPDATE"):
+		s.kind = KindUpdate
+		ok = p.update(toks, &s)
+	case p.kw(toks, 0, "DELETE"):
+		s.kind = KindDelete
+		ok = p.delete(toks, &s)
+	}
+	if !ok {
+		// A reason found before the parser gave up is the more telling one.
+		s.fail(ReasonUnparsable, "")
+	}
+	return s
+}
+
+// insert parses
+//
+//	INSERT INTO t (cols) VALUES (terms) [IF NOT EXISTS] [USING ...]
+//	INSERT INTO t JSON term [DEFAULT NULL|UNSET] [IF NOT EXISTS] [USING ...]
+func (p *parser) insert(toks []token, s *stmtInfo) bool {
+	if !p.kw(toks, 1, "INTO") {
+		return false
+	}
+	var i int
+	var ok bool
+	if s.ks, s.table, i, ok = p.tableName(toks, 2); !ok {
+		return false
+	}
+	switch {
+	case p.punct(toks, i, "("):
+		if i = p.matching(toks, i); i < 0 || !p.kw(toks, i, "VALUES") || !p.punct(toks, i+1, "(") {
+			return false
+		}
+		end := p.matching(toks, i+1)
+		if end < 0 {
+			return false
+		}
+		p.checkFuncs(toks[i+1:end], s)
+		i = end
+	case p.kw(toks, i, "JSON"):
+		// The JSON document overwrites the columns it names (a list in it
+		// replaces the list), so it is idempotent.
+		if i+1 >= len(toks) || !(toks[i+1].kind == tkString || toks[i+1].kind == tkMarker) {
+			return false
+		}
+		i += 2
+		if p.kw(toks, i, "DEFAULT") {
+			if !p.kw(toks, i+1, "NULL") && !p.kw(toks, i+1, "UNSET") {
+				return false
+			}
+			i += 2
+		}
+	default:
+		return false
+	}
+	for i < len(toks) {
+		switch {
+		case p.kw(toks, i, "IF"):
+			s.fail(ReasonLWT, p.text(toks[i]))
+			if !p.kw(toks, i+1, "NOT") || !p.kw(toks, i+2, "EXISTS") {
+				return false
+			}
+			i += 3
+		case p.kw(toks, i, "USING"):
+			if i, ok = p.using(toks, i, s); !ok {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// using parses USING (TTL|TIMESTAMP) value [AND ...] at toks[i].
+func (p *parser) using(toks []token, i int, s *stmtInfo) (int, bool) {
+	i++
+	for {
+		switch {
+		case p.kw(toks, i, "TIMESTAMP"):
+			s.usingTS = true
+		case p.kw(toks, i, "TTL"):
+		default:
+			return i, false
+		}
+		if i+1 >= len(toks) || !(toks[i+1].kind == tkNumber || toks[i+1].kind == tkMarker) {
+			return i, false
+		}
+		i += 2
+		if !p.kw(toks, i, "AND") {
+			return i, true
+		}
+		i++
+	}
+}
+
+// update parses
+//
+//	UPDATE t [USING ...] SET assignment, ... WHERE relations [IF ...]
+func (p *parser) update(toks []token, s *stmtInfo) bool {
+	var i int
+	var ok bool
+	if s.ks, s.table, i, ok = p.tableName(toks, 1); !ok {
+		return false
+	}
+	if p.kw(toks, i, "USING") {
+		if i, ok = p.using(toks, i, s); !ok {
+			return false
+		}
+	}
+	if !p.kw(toks, i, "SET") {
+		return false
+	}
+	i++
+	for {
+		end := p.regionEnd(toks, i, true, "WHERE")
+		if end < 0 || end == i || !p.assignment(toks[i:end], s) {
+			return false
+		}
+		i = end
+		if !p.punct(toks, i, ",") {
+			break
+		}
+		i++
+	}
+	return p.whereIf(toks, i, s)
+}
+
+// delete parses
+//
+//	DELETE [selector, ...] FROM t [USING TIMESTAMP v] WHERE relations [IF ...]
+func (p *parser) delete(toks []token, s *stmtInfo) bool {
+	i := 1
+	if !p.kw(toks, i, "FROM") {
+		for {
+			end := p.regionEnd(toks, i, true, "FROM")
+			if end < 0 || end == i || !p.deletion(toks[i:end], s) {
+				return false
+			}
+			i = end
+			if !p.punct(toks, i, ",") {
+				break
+			}
+			i++
+		}
+	}
+	if !p.kw(toks, i, "FROM") {
+		return false
+	}
+	var ok bool
+	if s.ks, s.table, i, ok = p.tableName(toks, i+1); !ok {
+		return false
+	}
+	if p.kw(toks, i, "USING") {
+		if i, ok = p.using(toks, i, s); !ok {
+			return false
+		}
+	}
+	return p.whereIf(toks, i, s)
+}
+
+// whereIf parses WHERE relations [IF EXISTS | IF conditions] at toks[i],
+// to the end. A relation that calls now() or uuid() picks a different row
+// each time, so the function check covers the WHERE clause too.
+func (p *parser) whereIf(toks []token, i int, s *stmtInfo) bool {
+	if !p.kw(toks, i, "WHERE") {
+		return false
+	}
+	end := p.regionEnd(toks, i+1, false, "IF")
+	if end < 0 || end == i+1 {
+		return false
+	}
+	p.checkFuncs(toks[i+1:end], s)
+	if end < len(toks) {
+		s.fail(ReasonLWT, p.text(toks[end]))
+		if end+1 == len(toks) {
+			return false
+		}
+	}
+	return true
+}
+
+// deletion checks one selector of a DELETE: a column, a UDT field
+// (col.field) or a collection element (col[key]).
+func (p *parser) deletion(toks []token, s *stmtInfo) bool {
+	if _, ok := p.name(toks[0]); !ok {
+		return false
+	}
+	switch {
+	case len(toks) == 1:
+		return true
+	case len(toks) == 3 && p.punct(toks, 1, "."):
+		_, ok := p.name(toks[2])
+		return ok
+	case p.punct(toks, 1, "[") && p.matching(toks, 1) == len(toks):
+		key := toks[2 : len(toks)-1]
+		if len(key) == 0 {
+			return false
+		}
+		p.checkFuncs(key, s)
+		if !p.isMapKey(key) {
+			s.fail(ReasonListIndex, p.text(toks[0]))
+		}
+		return true
+	}
+	return false
+}
+
+// assignment checks one item of an UPDATE's SET list.
+func (p *parser) assignment(toks []token, s *stmtInfo) bool {
+	col, ok := p.name(toks[0])
+	if !ok || len(toks) < 3 {
+		return false
+	}
+	op := toks[1]
+	if op.kind != tkPunct {
+		return false
+	}
+	switch p.text(op) {
+	case "=":
+		return p.setExpr(toks[0], col, toks[2:], s)
+	case "+=", "-=":
+		rhs := toks[2:]
+		p.checkFuncs(rhs, s)
+		p.addend(p.q[op.start], rhs, toks[0], s)
+		return true
+	case ".":
+		// col.field = term: a UDT field overwrite.
+		if _, ok := p.name(toks[2]); !ok || !p.punct(toks, 3, "=") || len(toks) < 5 {
+			return false
+		}
+		p.checkFuncs(toks[4:], s)
+		return true
+	case "[":
+		end := p.matching(toks, 1)
+		if end < 0 || !p.punct(toks, end, "=") || end+1 >= len(toks) {
+			return false
+		}
+		key, val := toks[2:end-1], toks[end+1:]
+		if len(key) == 0 {
+			return false
+		}
+		p.checkFuncs(key, s)
+		p.checkFuncs(val, s)
+		if p.isMapKey(key) {
+			return true
+		}
+		// A list element set by position: idempotent unless it deletes,
+		// which null does (and a bind variable may be bound to null).
+		if (len(val) == 1 && p.kw(val, 0, "NULL")) || p.hasMarker(val) {
+			s.fail(ReasonListIndex, p.text(toks[0]))
+		}
+		return true
+	}
+	return false
+}
+
+// setExpr checks col = rhs. Without a reference to a column on the right
+// it is an overwrite. With one it is col = col +/- term (append, discard,
+// counter) or col = term + col (prepend).
+func (p *parser) setExpr(colTok token, col string, rhs []token, s *stmtInfo) bool {
+	p.checkFuncs(rhs, s)
+	ref := -1
+	depth := 0
+	for i, t := range rhs {
+		if t.kind == tkPunct {
+			depth += bracketDelta(p.q[t.start])
+			continue
+		}
+		if depth != 0 || !p.isColumnRef(rhs, i) {
+			continue
+		}
+		if ref >= 0 {
+			s.fail(ReasonUnparsable, p.text(t)) // two columns: not a CQL form
+			return true
+		}
+		ref = i
+	}
+	switch {
+	case ref < 0:
+		return true // an overwrite
+	case ref == 0 && len(rhs) >= 3 && rhs[1].kind == tkPunct && (p.text(rhs[1]) == "+" || p.text(rhs[1]) == "-"):
+		p.sameColumn(rhs[0], col, s)
+		p.addend(p.q[rhs[1].start], rhs[2:], colTok, s)
+	case ref == 0 && len(rhs) == 2 && rhs[1].kind == tkNumber && p.q[rhs[1].start] == '-':
+		// c = c -1: Cassandra lexes -1 as one integer; a counter decrement.
+		p.sameColumn(rhs[0], col, s)
+		s.fail(ReasonCounter, p.text(colTok))
+	case ref == len(rhs)-1 && ref >= 2 && p.punct(rhs, ref-1, "+"):
+		s.fail(ReasonListPrepend, p.text(colTok))
+	default:
+		s.fail(ReasonUnparsable, p.text(rhs[ref]))
+	}
+	return true
+}
+
+// sameColumn checks that x = y + ... names the assigned column on the
+// right; Cassandra refuses anything else, and so does the classifier.
+func (p *parser) sameColumn(t token, col string, s *stmtInfo) {
+	if n, _ := p.name(t); n != col {
+		s.fail(ReasonUnparsable, p.text(t))
+	}
+}
+
+// addend classifies col = col <op> term (op '+' or '-') by term: a list
+// literal appends (not idempotent) or discards (idempotent); a set or map
+// literal adds or removes (idempotent); an integer is a counter; a bind
+// variable is decided by its type. Anything else is not idempotent.
+func (p *parser) addend(op byte, term []token, colTok token, s *stmtInfo) {
+	col := p.text(colTok)
+	if len(term) == 0 {
+		s.fail(ReasonUnparsable, col)
+		return
+	}
+	// A type hint, (set<int>) ?, is stripped; its type is not trusted.
+	if p.punct(term, 0, "(") {
+		if end := p.matching(term, 0); end > 0 && end < len(term) {
+			term = term[end:]
+		}
+	}
+	first := term[0]
+	whole := len(term) == 1 || (first.kind == tkPunct && p.matching(term, 0) == len(term))
+	switch {
+	case !whole:
+	case p.punct(term, 0, "["):
+		if op == '+' {
+			s.fail(ReasonListAppend, col)
+		}
+		return
+	case p.punct(term, 0, "{"):
+		return // set or map addition or removal
+	case first.kind == tkNumber && isInteger(p.text(first)):
+		s.fail(ReasonCounter, col)
+		return
+	case first.kind == tkMarker:
+		if p.types == nil {
+			s.fail(ReasonUnknownType, col)
+			return
+		}
+		switch p.types[first.marker] {
+		case typeSet, typeMap:
+			return
+		case typeList:
+			if op == '+' {
+				s.fail(ReasonListAppend, col)
+			}
+			return
+		case typeCounter, typeBigint:
+			s.fail(ReasonCounter, col)
+			return
+		}
+		s.fail(ReasonUnknownType, col)
+		return
+	}
+	s.fail(ReasonUnparsable, col)
+}
+
+// Type option ids of the native protocol (section 4.2.5.2) that decide a
+// verdict; the same values as pkg/frame's Type constants.
+const (
+	typeBigint  uint16 = 0x0002
+	typeCounter uint16 = 0x0005
+	typeInt     uint16 = 0x0009
+	typeList    uint16 = 0x0020
+	typeMap     uint16 = 0x0021
+	typeSet     uint16 = 0x0022
+)
+
+// isMapKey tells whether key, the k of x[k], cannot be a list position, so
+// that x is a map (or a set).
+func (p *parser) isMapKey(key []token) bool {
+	if len(key) != 1 {
+		return false
+	}
+	t := key[0]
+	switch t.kind {
+	case tkString, tkUUID, tkHex, tkQIdent:
+		return true
+	case tkNumber:
+		return !isInteger(p.text(t))
+	case tkIdent:
+		// true, false: a boolean key. null or a column: not a position
+		// either, but not worth telling apart.
+		return p.kw(key, 0, "TRUE") || p.kw(key, 0, "FALSE")
+	case tkMarker:
+		if p.types == nil {
+			return false
+		}
+		// A list position is bound as an int; any other type is a map key.
+		return p.types[t.marker] != typeInt
+	}
+	return false
+}
+
+// isColumnRef tells whether toks[i] names a column: an identifier that is
+// neither a function name, a keyspace qualifying one, nor a constant.
+func (p *parser) isColumnRef(toks []token, i int) bool {
+	t := toks[i]
+	if t.kind != tkIdent && t.kind != tkQIdent {
+		return false
+	}
+	if p.punct(toks, i+1, "(") || p.punct(toks, i+1, ".") {
+		return false
+	}
+	if t.kind == tkQIdent {
+		return true
+	}
+	s := p.text(t)
+	for _, c := range [...]string{"TRUE", "FALSE", "NULL", "NAN", "INFINITY"} {
+		if strings.EqualFold(s, c) {
+			return false
+		}
+	}
+	return !isISODuration(s)
+}
+
+// checkFuncs records a call of a non-deterministic or unknown function in
+// toks.
+func (p *parser) checkFuncs(toks []token, s *stmtInfo) {
+	for i := 0; i+1 < len(toks); i++ {
+		t := toks[i]
+		if (t.kind != tkIdent && t.kind != tkQIdent) || !p.punct(toks, i+1, "(") {
+			continue
+		}
+		name := p.text(t)
+		quoted := t.kind == tkQIdent
+		if !quoted && isStructural(name) {
+			continue
+		}
+		if quoted {
+			name, _ = p.name(t)
+		}
+		ks := ""
+		if i >= 2 && p.punct(toks, i-1, ".") {
+			ks, _ = p.name(toks[i-2])
+		}
+		if r := funcDeterminism(ks, name, quoted); r != ReasonNone {
+			s.fail(r, p.text(t))
+		}
+	}
+}
+
+func (p *parser) hasMarker(toks []token) bool {
+	for _, t := range toks {
+		if t.kind == tkMarker {
+			return true
+		}
+	}
+	return false
+}
+
+// isInteger tells whether a number token is an integer: digits and an
+// optional leading '-'.
+func isInteger(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isDigit(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// isISODuration tells whether an identifier is an ISO 8601 duration
+// constant such as P1Y2M or PT5H (Cassandra lexes them as identifiers).
+func isISODuration(s string) bool {
+	if len(s) < 2 || s[0]|0x20 != 'p' {
+		return false
+	}
+	digits := false
+	for i := 1; i < len(s); i++ {
+		c := s[i] | 0x20
+		switch {
+		case isDigit(s[i]):
+			digits = true
+		case c == 't' && !digits:
+		case strings.IndexByte("ymwdhs", c) >= 0 && digits:
+			digits = false
+		default:
+			return false
+		}
+	}
+	return !digits
+}
+
+// batch classifies
+//
+//	BEGIN [UNLOGGED | COUNTER] BATCH [USING TIMESTAMP v]
+//	  statement [;] ...
+//	APPLY BATCH [;]
+//
+// Statements end at a ';' or where the next INSERT, UPDATE or DELETE
+// begins (Cassandra makes the ';' optional, and allows one).
+func (p *parser) batch(toks []token) Statement {
+	st := Statement{Kind: KindBatch, Verdict: idempotent}
+	bad := func(i int) Statement {
+		d := ""
+		if i < len(toks) {
+			d = p.text(toks[i])
+		}
+		if st.Idempotent {
+			st.Verdict = notIdempotent(ReasonUnparsable, d)
+		}
+		return st
+	}
+	i := 1
+	if p.kw(toks, i, "UNLOGGED") {
+		i++
+	} else if p.kw(toks, i, "COUNTER") {
+		st.Verdict = notIdempotent(ReasonCounterBatch, p.text(toks[i]))
+		i++
+	}
+	if !p.kw(toks, i, "BATCH") {
+		return bad(i)
+	}
+	i++
+	var info stmtInfo
+	if p.kw(toks, i, "USING") {
+		var ok bool
+		if i, ok = p.using(toks, i, &info); !ok {
+			return bad(i)
+		}
+	}
+	batchTS := info.usingTS
+	allTS := true
+	children := 0
+	for {
+		if p.kw(toks, i, "APPLY") {
+			break
+		}
+		if !p.kw(toks, i, "INSERT") && !p.kw(toks, i, "UPDATE") && !p.kw(toks, i, "DELETE") {
+			return bad(i)
+		}
+		end := p.childEnd(toks, i)
+		if end < 0 {
+			return bad(i)
+		}
+		child := p.write(toks[i:end])
+		if p.rules.has() {
+			c := child.statement()
+			if v, ok := p.rules.match(&c, p.q, toks[i:end]); ok {
+				child.verdict = v
+			}
+		}
+		if !child.verdict.Idempotent && st.Idempotent {
+			st.Verdict = child.verdict
+		}
+		allTS = allTS && child.usingTS
+		if children == 0 {
+			st.Keyspace, st.Table = child.ks, child.table
+		} else if st.Keyspace != child.ks || st.Table != child.table {
+			st.Keyspace, st.Table = "", ""
+		}
+		children++
+		i = end
+		if p.punct(toks, i, ";") { // one, optional
+			i++
+		}
+	}
+	if !p.kw(toks, i+1, "BATCH") {
+		return bad(i + 1)
+	}
+	for _, t := range toks[i+2:] {
+		if !(t.kind == tkPunct && p.text(t) == ";") {
+			return bad(len(toks))
+		}
+	}
+	st.UsingTimestamp = batchTS || (allTS && children > 0)
+	return st
+}
+
+// childEnd returns where the batch statement starting at toks[i] ends: at
+// the first ';', or INSERT, UPDATE, DELETE or APPLY outside brackets.
+func (p *parser) childEnd(toks []token, i int) int {
+	end := p.regionEnd(toks, i+1, false, "INSERT", "UPDATE", "DELETE", "APPLY")
+	if end < 0 {
+		return -1
+	}
+	for j := i + 1; j < end; j++ {
+		if p.punct(toks, j, ";") {
+			return j
+		}
+	}
+	if end == len(toks) {
+		return -1 // no APPLY BATCH
+	}
+	return end
+}
