@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -722,6 +723,9 @@ func (cl *Cluster) loadTopology(ctx context.Context) error {
 // loadPlacement reads every keyspace's replication and publishes the
 // replica placement on ring for token-aware routing.
 func (cl *Cluster) loadPlacement(ctx context.Context, ctrl *Conn, v byte, ring []token.Node) error {
+	if p := cl.LocalInfo().Partitioner; !strings.HasSuffix(p, "Murmur3Partitioner") {
+		return fmt.Errorf("partitioner %s: only Murmur3Partitioner rings are routed by token", p)
+	}
 	rows, err := ctrl.query(ctx, v, "SELECT keyspace_name, replication FROM system_schema.keyspaces")
 	if err != nil {
 		return fmt.Errorf("read system_schema.keyspaces: %w", err)

@@ -99,7 +99,8 @@ func ParseQueryParams(version, opcode byte, body []byte) (QueryParams, error) {
 }
 
 // Consistency returns the consistency level of a QUERY, EXECUTE or BATCH
-// body.
+// body. It reads no further than the consistency (for a BATCH, it walks
+// the children to find it).
 func Consistency(version, opcode byte, body []byte) (uint16, error) {
 	off, err := paramsOffset(version&^ResponseBit, opcode, body)
 	if err != nil {
@@ -120,7 +121,8 @@ func Consistency(version, opcode byte, body []byte) (uint16, error) {
 // rejects a null partition key, so such a request can go anywhere); an unset
 // one is an error wrapping ErrUnsetValue, named values one wrapping
 // ErrNamedValues, and an index past the values one wrapping
-// ErrMalformedBody.
+// ErrMalformedBody. It reads no further than the last value asked for:
+// ParseQueryParams checks a whole body.
 func ExecuteValues(version byte, body []byte, indexes []uint16, dst [][]byte) ([][]byte, error) {
 	version &^= ResponseBit
 	off, err := paramsOffset(version, OpExecute, body)

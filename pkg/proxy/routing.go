@@ -78,9 +78,11 @@ func (p *Proxy) setNodeTable(up []*backend.Node) {
 // req.cands nil (any node) otherwise. It also remembers the statement, for
 // idempotency.
 func (c *client) route(req *request) {
-	body := frame.Body(req.buf.B)
+	body, err := frame.MessageBody(req.buf.B) // past a custom payload
+	if err != nil {
+		return
+	}
 	var id []byte
-	var err error
 	switch req.op {
 	case frame.OpExecute:
 		id, err = frame.ExecuteID(body)
@@ -171,7 +173,14 @@ func (r *request) idempotent() bool {
 
 func (r *request) decideIdempotent() bool {
 	c := r.c
-	body := frame.Body(r.buf.B)
+	body, err := frame.MessageBody(r.buf.B)
+	if err != nil {
+		return false
+	}
+	if v, ok := payloadVerdict(r.buf.B); ok && r.op != frame.OpQuery {
+		// The client says so (a QUERY's text may be anything, even DDL).
+		return v
+	}
 	if cl, err := frame.Consistency(c.version, r.op, body); err != nil || !speculative.ConsistencyIdempotent(cl) {
 		return false
 	}
@@ -211,6 +220,45 @@ func (r *request) decideIdempotent() bool {
 		}
 	}
 	return false
+}
+
+// payloadVerdict reads the client's own idempotency flag from a request's
+// custom payload (speculative.PayloadKey), if it set one.
+func payloadVerdict(f []byte) (idempotent, ok bool) {
+	if len(f) < frame.HeaderLen || frame.ParseHeader(f).Flags&frame.FlagCustomPayload == 0 {
+		return false, false
+	}
+	b := frame.Body(f)
+	if len(b) < 2 {
+		return false, false
+	}
+	n := int(b[0])<<8 | int(b[1])
+	b = b[2:]
+	for i := 0; i < n; i++ {
+		if len(b) < 2 {
+			return false, false
+		}
+		kl := int(b[0])<<8 | int(b[1])
+		if len(b) < 2+kl+4 {
+			return false, false
+		}
+		key := b[2 : 2+kl]
+		b = b[2+kl:]
+		vl := int(int32(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])))
+		b = b[4:]
+		if vl < 0 {
+			vl = 0
+		}
+		if len(b) < vl {
+			return false, false
+		}
+		if string(key) == speculative.PayloadKey {
+			v, ok := speculative.PayloadVerdict(b[:vl])
+			return v.Idempotent, ok
+		}
+		b = b[vl:]
+	}
+	return false, false
 }
 
 // Idempotency of a request, decided lazily.

@@ -158,6 +158,9 @@ func session(t *testing.T, c *cassandratest.Cluster) *gocql.Session {
 	t.Helper()
 	cfg := c.ClusterConfig()
 	cfg.Timeout = 30 * time.Second
+	// Every statement here may be repeated; a loaded machine makes
+	// Cassandra time out now and then.
+	cfg.RetryPolicy = &gocql.SimpleRetryPolicy{NumRetries: 3}
 	s, err := cfg.CreateSession()
 	if err != nil {
 		t.Fatalf("gocql session: %v", err)

@@ -1,19 +1,3 @@
-// Package token computes where Cassandra keeps a partition: the Murmur3
-// token of a partition key, exactly as Cassandra's Murmur3Partitioner does,
-// and the replicas that own a token under a keyspace's replication strategy,
-// computed once per topology and schema into immutable tables whose lookups
-// are a binary search.
-//
-// The typical path of a request that a proxy routes by token:
-//
-//	meta, _ := frame.ParsePrepared(v, prepResult)            // once per statement
-//	parts, err := frame.ExecuteValues(v, body, meta.PKIndexes, parts[:0])
-//	tok := token.PartitionToken(parts)
-//	replicas := topo.Replicas(meta.Keyspace, tok)            // node ids, primary first
-//
-// where topo is a *Topology built by NewTopology from the nodes' tokens
-// (system.local, system.peers_v2) and the keyspaces' replication
-// (system_schema.keyspaces), and replaced as a whole when either changes.
 package token
 
 import (

@@ -46,8 +46,30 @@ func dialRaw(t *testing.T, addr string, v byte) *rawConn {
 }
 
 // roundTrip sends the request frame f and returns the response frame,
-// failing the test on an ERROR.
+// failing the test on an ERROR. Timeouts and OVERLOADED, which a loaded
+// test machine causes, are retried: every request here is idempotent, the
+// writes carrying their timestamp included.
 func (rc *rawConn) roundTrip(f []byte) []byte {
+	rc.t.Helper()
+	for attempt := 1; ; attempt++ {
+		resp := rc.send(f)
+		if frame.Opcode(resp) != frame.OpError {
+			return resp
+		}
+		code, msg, _ := frame.ErrorCode(frame.Body(resp))
+		switch code {
+		case frame.ErrCodeWriteTimeout, frame.ErrCodeReadTimeout, frame.ErrCodeOverloaded:
+			if attempt < 4 {
+				rc.t.Logf("%s answered with ERROR 0x%04x (%s); retrying", frame.OpcodeName(frame.Opcode(f)), code, msg)
+				continue
+			}
+		}
+		rc.t.Fatalf("%s answered with ERROR 0x%04x: %s", frame.OpcodeName(frame.Opcode(f)), code, msg)
+	}
+}
+
+// send sends the request frame f and returns the response frame.
+func (rc *rawConn) send(f []byte) []byte {
 	rc.t.Helper()
 	rc.stream++
 	frame.SetStream(f, rc.stream)
@@ -65,10 +87,6 @@ func (rc *rawConn) roundTrip(f []byte) []byte {
 	b.Release()
 	if frame.Stream(resp) != rc.stream {
 		rc.t.Fatalf("answer on stream %d; want %d", frame.Stream(resp), rc.stream)
-	}
-	if frame.Opcode(resp) == frame.OpError {
-		code, msg, _ := frame.ErrorCode(frame.Body(resp))
-		rc.t.Fatalf("%s answered with ERROR 0x%04x: %s", frame.OpcodeName(frame.Opcode(f)), code, msg)
 	}
 	return resp
 }

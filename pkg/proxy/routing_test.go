@@ -1,0 +1,44 @@
+package proxy
+
+import (
+	"testing"
+
+	"github.com/cqlgate/cqlgate/pkg/frame"
+	"github.com/cqlgate/cqlgate/pkg/speculative"
+)
+
+func payloadFrame(entries map[string]string) []byte {
+	body := []byte{0, byte(len(entries))}
+	for k, v := range entries {
+		body = append(body, 0, byte(len(k)))
+		body = append(body, k...)
+		body = append(body, 0, 0, 0, byte(len(v)))
+		body = append(body, v...)
+	}
+	body = append(body, frame.Body(frame.AppendQuery(nil, 4, 1, "SELECT 1", 1, 0))...)
+	return frame.AppendFrame(nil, 4, false, frame.FlagCustomPayload, 1, frame.OpExecute, body)
+}
+
+func TestPayloadVerdict(t *testing.T) {
+	for _, tc := range []struct {
+		entries        map[string]string
+		idempotent, ok bool
+	}{
+		{map[string]string{speculative.PayloadKey: "true"}, true, true},
+		{map[string]string{"other": "x", speculative.PayloadKey: "FALSE"}, false, true},
+		{map[string]string{speculative.PayloadKey: "maybe"}, false, false},
+		{map[string]string{"other": "true"}, false, false},
+	} {
+		idem, ok := payloadVerdict(payloadFrame(tc.entries))
+		if idem != tc.idempotent || ok != tc.ok {
+			t.Errorf("payload %v: got %v, %v; want %v, %v", tc.entries, idem, ok, tc.idempotent, tc.ok)
+		}
+	}
+	if _, ok := payloadVerdict(frame.AppendQuery(nil, 4, 1, "SELECT 1", 1, 0)); ok {
+		t.Error("a frame without a custom payload has a verdict")
+	}
+	f := payloadFrame(map[string]string{speculative.PayloadKey: "true"})
+	for n := frame.HeaderLen; n < len(f); n++ {
+		payloadVerdict(f[:n]) // truncated: must not panic
+	}
+}
