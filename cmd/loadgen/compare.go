@@ -14,7 +14,17 @@ func runCompare(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 	if err != nil {
 		return false, err
 	}
+	if cfg.Setup {
+		// Every target reaches the same cluster: set it up through the
+		// first.
+		setupCfg := *cfg
+		setupCfg.Hosts = cfg.Targets[0].Hosts
+		if err := runSetup(ctx, &setupCfg, stderr); err != nil {
+			return false, err
+		}
+	}
 	proxyCPU := proxyCPUSource(cfg)
+	probe := newProxyProbe(cfg.ProxyMetrics, cfg.ProxyPID)
 
 	// One session per target, created once: reconnecting every round would
 	// measure connection setup and cold prepared-statement caches.
@@ -25,16 +35,13 @@ func runCompare(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 			return false, err
 		}
 		defer s.Close()
-		drivers[i] = &driver{session: s, workload: workload, workers: cfg.Workers}
-		if !cfg.Quiet {
-			drivers[i].progress = stderr
-		}
+		drivers[i] = newDriver(cfg, s, workload, ep.Name, stderr)
 	}
 
 	if cfg.Warmup > 0 {
 		for i, d := range drivers {
 			d.label = cfg.Targets[i].Name + " warmup"
-			if _, err := d.measure(ctx, cfg.Warmup, 0); err != nil {
+			if _, err := d.measure(ctx, cfg.Warmup, 0, 0); err != nil {
 				return false, fmt.Errorf("warm up %s: %w", cfg.Targets[i].Name, err)
 			}
 		}
@@ -45,12 +52,15 @@ func runCompare(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 	for r, targets := range order {
 		for pos, i := range targets {
 			ep := cfg.Targets[i]
-			var src cpuSource
+			var (
+				src cpuSource
+				pr  *proxyProbe
+			)
 			if ep.Name == cfg.ProxyTarget {
-				src = proxyCPU
+				src, pr = proxyCPU, probe
 			}
 			drivers[i].label = fmt.Sprintf("%s r%d", ep.Name, r+1)
-			res, err := measureRound(ctx, drivers[i], cfg.Duration, src)
+			res, err := measureRound(ctx, drivers[i], cfg, src, pr)
 			if err != nil {
 				return false, fmt.Errorf("round %d, %s: %w", r+1, ep.Name, err)
 			}
@@ -69,9 +79,7 @@ func runCompare(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 	}
 	for _, t := range rep.Targets {
 		errorsSeen = errorsSeen || t.ErrorsTotal > 0
-		if t.LoadgenBottleneck {
-			warnBottleneck(stderr, t.LoadgenCores, rep.Settings.BottleneckCPUs)
-		}
+		warnHonesty(stderr, rep.Settings, t.figures)
 	}
 	if cfg.JSON {
 		err = writeJSON(stdout, rep)
@@ -81,12 +89,14 @@ func runCompare(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 	return errorsSeen, err
 }
 
+// proxyCPUSource reads the proxy's CPU time from /proc when its pid is
+// known, else from its metrics; nil when neither is.
 func proxyCPUSource(cfg *Config) cpuSource {
 	switch {
-	case cfg.ProxyMetrics != "":
-		return newPromCPU(cfg.ProxyMetrics)
 	case cfg.ProxyPID != 0:
 		return procStatCPU{pid: cfg.ProxyPID}
+	case cfg.ProxyMetrics != "":
+		return newPromCPU(cfg.ProxyMetrics)
 	}
 	return nil
 }
@@ -98,20 +108,35 @@ type roundResult struct {
 	// proxyCPU is the proxy's CPU time during the window; negative when
 	// not measured.
 	proxyCPU time.Duration
+	// proxy is what the probe saw during the round; nil without a probe.
+	proxy *proxyFigures
 }
 
 // measureRound measures one window; when src is set, it reads the proxy's
-// CPU time right before the workers start and right after they stop.
-func measureRound(ctx context.Context, d *driver, window time.Duration, src cpuSource) (roundResult, error) {
+// CPU time right before the workers start and right after they stop, and
+// when probe is set it watches the proxy's metrics and memory meanwhile.
+func measureRound(ctx context.Context, d *driver, cfg *Config, src cpuSource, probe *proxyProbe) (roundResult, error) {
 	res := roundResult{proxyCPU: -1}
-	var before time.Duration
+	var (
+		before time.Duration
+		watch  *proxyWatch
+		err    error
+	)
+	if probe != nil {
+		if watch, err = probe.start(ctx, cfg.Interval); err != nil {
+			return res, fmt.Errorf("proxy probe: %w", err)
+		}
+	}
 	if src != nil {
-		var err error
 		if before, err = src.CPU(ctx); err != nil {
 			return res, fmt.Errorf("proxy cpu: %w", err)
 		}
 	}
-	m, err := d.measure(ctx, 0, window)
+	window := cfg.Duration
+	if cfg.Ops > 0 {
+		window = 0
+	}
+	m, err := d.measure(ctx, 0, window, cfg.Ops)
 	if err != nil {
 		return res, err
 	}
@@ -122,6 +147,13 @@ func measureRound(ctx context.Context, d *driver, window time.Duration, src cpuS
 			return res, fmt.Errorf("proxy cpu: %w", err)
 		}
 		res.proxyCPU = after - before
+	}
+	if watch != nil {
+		pf, err := watch.end(ctx)
+		if err != nil {
+			return res, fmt.Errorf("proxy probe: %w", err)
+		}
+		res.proxy = &pf
 	}
 	return res, nil
 }
@@ -152,6 +184,14 @@ func buildCompareReport(cfg *Config, workload Workload, order [][]int, results [
 			RoundThroughput: summarize(throughputs[i]),
 			Rounds:          roundReports(rounds),
 			ProxyCPUPerReq:  proxyCPUPerRequest(rounds),
+		}
+		for _, rr := range rounds {
+			if rr.proxy != nil {
+				if t.Proxy == nil {
+					t.Proxy = &proxyFigures{}
+				}
+				t.Proxy.add(*rr.proxy)
+			}
 		}
 		rep.LoadgenBottleneck = rep.LoadgenBottleneck || t.LoadgenBottleneck
 		rep.Targets = append(rep.Targets, t)

@@ -38,19 +38,24 @@ func (e Endpoint) String() string { return e.Name + "=" + strings.Join(e.Hosts, 
 // else stays at gocql's defaults on purpose: the benchmark should measure
 // what an application with a stock driver configuration would see.
 type sessionOptions struct {
-	Keyspace    string // empty for setup's schema session
-	Proto       int
-	Timeout     time.Duration
-	Consistency gocql.Consistency
-	Log         io.Writer // gocql's own log lines (reconnects and such)
+	Keyspace    string             // empty for setup's schema session
+	Proto       int                // 0 negotiates
+	Timeout     time.Duration      // 0 keeps gocql's default (11s)
+	Consistency *gocql.Consistency // nil keeps gocql's default (QUORUM)
+	NumConns    int                // 0 keeps gocql's default (2 per host)
+	Log         io.Writer          // gocql's own log lines (reconnects and such)
 }
 
+// sessionOptionsFrom maps the flags; cfg was validated, so its consistency
+// parses.
 func sessionOptionsFrom(cfg *Config, keyspace string, log io.Writer) sessionOptions {
+	cl, _ := cfg.consistency()
 	return sessionOptions{
 		Keyspace:    keyspace,
 		Proto:       cfg.Proto,
 		Timeout:     cfg.Timeout,
-		Consistency: gocql.One,
+		Consistency: cl,
+		NumConns:    cfg.NumConns,
 		Log:         log,
 	}
 }
@@ -60,8 +65,15 @@ func (e Endpoint) Session(opts sessionOptions) (*gocql.Session, error) {
 	cluster := gocql.NewCluster(e.Hosts...)
 	cluster.Keyspace = opts.Keyspace
 	cluster.ProtoVersion = opts.Proto
-	cluster.Timeout = opts.Timeout
-	cluster.Consistency = opts.Consistency
+	if opts.Timeout > 0 {
+		cluster.Timeout = opts.Timeout
+	}
+	if opts.Consistency != nil {
+		cluster.Consistency = *opts.Consistency
+	}
+	if opts.NumConns > 0 {
+		cluster.NumConns = opts.NumConns
+	}
 	// A per-cluster logger instead of the package-level gocql.Logger keeps
 	// two sessions (compare) from sharing mutable global state.
 	cluster.Logger = log.New(opts.Log, "gocql["+e.Name+"]: ", log.LstdFlags)

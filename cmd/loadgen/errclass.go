@@ -88,11 +88,21 @@ func classifyError(err error) ErrorKind {
 	}
 	// Server errors without a dedicated gocql type (OVERLOADED among them)
 	// arrive as an unexported errorFrame that satisfies RequestError.
+	// A code without a kind of its own (SERVER_ERROR above all) may still
+	// say what happened: cqlgate answers a request that Cassandra did not
+	// answer within --request-timeout with SERVER_ERROR "... within the
+	// request timeout".
 	if errors.As(err, &reqErr) {
-		return kindOfCode(reqErr.Code())
+		if k := kindOfCode(reqErr.Code()); k != ErrKindOther {
+			return k
+		}
+		return kindOfMessage(reqErr.Message())
 	}
 	if errors.As(err, &plainErr) {
-		return kindOfCode(plainErr.Code)
+		if k := kindOfCode(plainErr.Code); k != ErrKindOther {
+			return k
+		}
+		return kindOfMessage(plainErr.Message)
 	}
 	if errors.As(err, &netErr) {
 		if netErr.Timeout() {

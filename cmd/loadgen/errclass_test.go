@@ -49,6 +49,8 @@ func TestClassifyError(t *testing.T) {
 		{"wrapped overloaded frame", fmt.Errorf("via proxy: %w", serverError{gocql.ErrCodeOverloaded, "shed"}), ErrKindOverloaded},
 		{"overloaded as plain error", gocql.Error{Code: gocql.ErrCodeOverloaded, Message: "x"}, ErrKindOverloaded},
 		{"overloaded flattened to a string", errors.New("Request was rejected: Overloaded"), ErrKindOverloaded},
+		{"proxy request timeout (SERVER_ERROR)", serverError{gocql.ErrCodeServer, "cqlgate: no answer from Cassandra within the request timeout (15s)"}, ErrKindTimeout},
+		{"other SERVER_ERROR", serverError{gocql.ErrCodeServer, "java.lang.AssertionError"}, ErrKindOther},
 		{"unavailable", &gocql.RequestErrUnavailable{Consistency: gocql.Quorum, Required: 2, Alive: 1}, ErrKindUnavailable},
 		{"unavailable sentinel", gocql.ErrUnavailable, ErrKindUnavailable},
 		{"no streams", gocql.ErrNoStreams, ErrKindNoStreams},

@@ -6,15 +6,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/gocql/gocql"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cqlgate/cqlgate/internal/cassandratest"
+	"github.com/cqlgate/cqlgate/internal/proxytest"
+	"github.com/cqlgate/cqlgate/pkg/config"
 )
 
 // testCassandraAddr is where the fallback node runs: an address of its own,
@@ -168,6 +175,255 @@ func TestAgainstCassandra(t *testing.T) {
 		}
 	})
 
+	t.Run("run --ops with sequential keys stops at ops", func(t *testing.T) {
+		args := append([]string{"run", "--hosts", addr, "--workload", "write", "--keys", "sequential",
+			"--ops", "777", "--warmup", "0s", "--workers", "8", "--json", "--quiet"}, schema...)
+		code, stdout, stderr := runLoadgen(t, ctx, args...)
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		rep := decodeRun(t, stdout)
+		if n := rep.Target.Ops + rep.Target.ErrorsTotal; n != 777 {
+			t.Errorf("%d requests measured (%d ok, %v); want exactly 777", n, rep.Target.Ops, rep.Target.Errors)
+		}
+		if rep.Settings.LoadModel != "closed" || rep.Settings.Ops != 777 || rep.Target.Service != nil || rep.Target.Schedule != nil {
+			t.Errorf("settings %+v, service %v, schedule %v; want a closed loop of 777 ops without open-loop figures",
+				rep.Settings, rep.Target.Service, rep.Target.Schedule)
+		}
+	})
+
+	t.Run("open loop with zipf keys, HDR log and plot", func(t *testing.T) {
+		dir := t.TempDir()
+		hlog, png := dir+"/run.hlog", dir+"/run.png"
+		args := append([]string{"run", "--hosts", addr, "--rate", "400", "--max-in-flight", "16",
+			"--keys", "zipf", "--duration", "1500ms", "--warmup", "300ms", "--interval", "250ms",
+			"--hdr-log", hlog, "--plot", png, "--json"}, schema...)
+		code, stdout, stderr := runLoadgen(t, ctx, args...)
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		rep := decodeRun(t, stdout)
+		tg := rep.Target
+		if rep.Settings.LoadModel != "open" || rep.Settings.Rate != 400 || tg.Service == nil || tg.Schedule == nil {
+			t.Fatalf("settings %+v, service %v, schedule %v; want the open loop's figures", rep.Settings, tg.Service, tg.Schedule)
+		}
+		// 400/s for 1.5 s is 600 requests; a busy machine may fall behind,
+		// but the schedule must account for what was not sent.
+		if sent := tg.Ops + tg.ErrorsTotal + tg.Schedule.Unsent; sent < 400 || sent > 700 {
+			t.Errorf("%d ok + %d errors + %d unsent; want about 600", tg.Ops, tg.ErrorsTotal, tg.Schedule.Unsent)
+		}
+		// Latency from the intended start can only be longer than the
+		// service time of the same requests.
+		if tg.Latency.Max < tg.Service.Max || tg.Latency.P50 < tg.Service.P50 {
+			t.Errorf("latency %+v below service time %+v", tg.Latency, *tg.Service)
+		}
+		if len(rep.Timeline) < 3 {
+			t.Errorf("%d timeline points; want one per 250 ms", len(rep.Timeline))
+		}
+		h, err := hdrhistogram.Decode([]byte(tg.Histograms.Latency))
+		if err != nil || h.TotalCount() != tg.Ops {
+			t.Errorf("encoded latency histogram: %v, %d values; want %d", err, h.TotalCount(), tg.Ops)
+		}
+		if _, err := hdrhistogram.Decode([]byte(tg.Histograms.Service)); err != nil {
+			t.Errorf("encoded service histogram: %v", err)
+		}
+		f, err := os.Open(hlog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		lr := hdrhistogram.NewHistogramLogReader(f)
+		var intervals int
+		for {
+			ih, err := lr.NextIntervalHistogram()
+			if err != nil {
+				t.Fatalf("hdr log: %v", err)
+			}
+			if ih == nil {
+				break
+			}
+			intervals++
+		}
+		if intervals < 3 {
+			t.Errorf("hdr log has %d interval histograms; want one per 250 ms", intervals)
+		}
+		b, err := os.ReadFile(png)
+		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("plot: %v, %d bytes; want a PNG", err, len(b))
+		}
+	})
+
+	t.Run("through the proxy: compare with metrics", func(t *testing.T) {
+		p := proxytest.Start(t, []string{addr}, nil)
+		metrics := serveMetrics(t, p)
+		args := append(append([]string{"compare", "--target", "direct=" + addr, "--target", "proxy=" + p.Addr,
+			"--rounds", "2", "--proxy-metrics", metrics, "--json", "--quiet"}, schema...), load...)
+		code, stdout, stderr := runLoadgen(t, ctx, args...)
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var rep compareReport
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatalf("compare --json output: %v\n%s", err, stdout)
+		}
+		px := rep.Targets[1]
+		if px.Proxy == nil || px.ProxyCPUPerReq == nil {
+			t.Fatalf("proxy target: probe %v, cpu %v; want both", px.Proxy, px.ProxyCPUPerReq)
+		}
+		if rep.Targets[0].Proxy != nil {
+			t.Errorf("direct target has proxy figures %+v", rep.Targets[0].Proxy)
+		}
+		if got := px.Proxy.Counters["cqlgate_limiter_admitted_total"]; got < float64(px.Ops) {
+			t.Errorf("cqlgate_limiter_admitted_total rose by %v over the proxy's rounds; want >= %d ops", got, px.Ops)
+		}
+		if _, ok := px.Proxy.Gauges["cqlgate_limiter_queue_depth"]; !ok {
+			t.Errorf("no cqlgate_limiter_queue_depth gauge in %v", px.Proxy.Gauges)
+		}
+	})
+
+	t.Run("OVERLOADED answers are classified and timed", func(t *testing.T) {
+		p := proxytest.Start(t, []string{addr}, func(c *config.Config) {
+			c.NodeLimit = 1
+			c.QueueLength = 0
+		})
+		args := append([]string{"run", "--hosts", p.Addr, "--workers", "16", "--duration", "1s",
+			"--warmup", "200ms", "--json", "--quiet"}, schema...)
+		code, stdout, stderr := runLoadgen(t, ctx, args...)
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		tg := decodeRun(t, stdout).Target
+		if tg.Errors[ErrKindOverloaded] == 0 {
+			t.Fatalf("errors %v (%v); want OVERLOADED from a proxy admitting one request at a time", tg.Errors, tg.ErrorSamples)
+		}
+		if other := tg.ErrorsTotal - tg.Errors[ErrKindOverloaded] - tg.Errors[ErrKindTimeout]; other > 0 {
+			t.Errorf("errors %v (%v); want only overloaded (and timeouts on a busy machine)", tg.Errors, tg.ErrorSamples)
+		}
+		ol, ok := tg.ErrorLatency["overloaded"]
+		if !ok || ol.Count != tg.Errors[ErrKindOverloaded] {
+			t.Errorf("error_latency_us[overloaded] = %+v; want %d values", ol, tg.Errors[ErrKindOverloaded])
+		}
+		if _, ok := tg.Histograms.Errors["overloaded"]; !ok {
+			t.Errorf("no encoded histogram of the overloaded answers")
+		}
+		if !strings.Contains(tg.ErrorSamples["overloaded"], "cqlgate") {
+			t.Errorf("overloaded sample %q; want the proxy's message", tg.ErrorSamples["overloaded"])
+		}
+	})
+
+	t.Run("timeouts are classified", func(t *testing.T) {
+		// A proxy admitting one request at a time, with a queue that keeps
+		// requests for 30 s: 400 workers make every query slow, far slower
+		// than a 100 ms gocql timeout. (A tiny timeout straight against
+		// Cassandra fails the session setup instead.)
+		p := proxytest.Start(t, []string{addr}, func(c *config.Config) {
+			c.NodeLimit = 1
+			c.QueueMaxWait = 30 * time.Second
+			c.QueueTarget = 30 * time.Second
+		})
+		args := append([]string{"run", "--hosts", p.Addr, "--workers", "400", "--duration", "1s",
+			"--warmup", "0s", "--timeout", "100ms", "--json", "--quiet"}, schema...)
+		code, stdout, stderr := runLoadgen(t, ctx, args...)
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		tg := decodeRun(t, stdout).Target
+		if tg.Errors[ErrKindTimeout] == 0 || tg.Errors[ErrKindTimeout] != tg.ErrorsTotal {
+			t.Errorf("errors %v (%v); want timeouts only", tg.Errors, tg.ErrorSamples)
+		}
+		if tl, ok := tg.ErrorLatency["timeout"]; !ok || tl.P50 < 90_000 {
+			t.Errorf("error_latency_us[timeout] = %+v; want about the 100 ms timeout", tl)
+		}
+	})
+
+	t.Run("workers scenario", func(t *testing.T) {
+		code, stdout, stderr := runLoadgen(t, ctx, "workers", "--hosts", addr, "--keyspace", ks, "--rows", "500",
+			"--workers", "300", "--queries", "3", "--json", "--quiet")
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var rep workersReport
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatalf("workers --json output: %v\n%s", err, stdout)
+		}
+		doc := decodeDoc(t, stdout)
+		wantKeys(t, "workers", doc, "command", "settings", "wall_s", "target", "timeline", "proxy", "loadgen")
+		wantKeys(t, "workers settings", doc["settings"], "workers", "queries", "rows", "keyspace", "proto",
+			"timeout_s", "consistency", "num_conns", "num_cpu")
+		wantKeys(t, "workers target", doc["target"], figureKeys...)
+		if rep.Command != cmdWorkers || rep.WallS <= 0 || rep.Target.Ops+rep.Target.ErrorsTotal != 900 {
+			t.Errorf("command %q, wall %vs, %d ok + %d errors; want workers, > 0, 900 requests",
+				rep.Command, rep.WallS, rep.Target.Ops, rep.Target.ErrorsTotal)
+		}
+		if rep.Settings.TimeoutS != 0 || rep.Settings.Consistency != "" || rep.Loadgen.MaxRSSBytes <= 0 {
+			t.Errorf("settings %+v, loadgen %+v; want gocql's defaults and a peak RSS", rep.Settings, rep.Loadgen)
+		}
+	})
+
+	t.Run("ratelimited scenario", func(t *testing.T) {
+		code, stdout, stderr := runLoadgen(t, ctx, "ratelimited", "--hosts", addr, "--keyspace", ks,
+			"--parallelism", "4", "--rate", "300", "--runs", "2", "--keys", "random", "--json", "--quiet")
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var rep rateLimitedReport
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatalf("ratelimited --json output: %v\n%s", err, stdout)
+		}
+		doc := decodeDoc(t, stdout)
+		wantKeys(t, "ratelimited", doc, "command", "settings", "runs", "total", "proxy", "dropped")
+		wantKeys(t, "ratelimited settings", doc["settings"], "parallelism", "rate", "runs", "run_s", "keys", "rows",
+			"value_size", "keyspace", "consistency", "num_cpu")
+		for _, r := range doc["runs"].([]any) {
+			wantKeys(t, "ratelimited run", r, "run", "ops", "errors_total", "errors", "throughput_ops_s",
+				"latency_us", "service_time_us", "schedule", "histograms")
+		}
+		if len(rep.Runs) != 2 || !rep.Dropped {
+			t.Fatalf("%d runs, dropped %v; want 2, true", len(rep.Runs), rep.Dropped)
+		}
+		for _, r := range rep.Runs {
+			if r.Schedule == nil || r.Service == nil || r.Ops+r.ErrorsTotal+r.Schedule.Unsent < 200 {
+				t.Errorf("run %d: %d ok, %d errors, schedule %+v; want about 300 requests with open-loop figures",
+					r.Run, r.Ops, r.ErrorsTotal, r.Schedule)
+			}
+		}
+		s := testSession(t, addr)
+		defer s.Close()
+		var n int
+		if err := s.Query("SELECT count(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = 'rl'", ks).Scan(&n); err != nil || n != 0 {
+			t.Errorf("table rl: %d left (%v); want dropped", n, err)
+		}
+	})
+
+	t.Run("multiget scenario", func(t *testing.T) {
+		code, stdout, stderr := runLoadgen(t, ctx, "multiget", "--hosts", addr, "--keyspace", ks, "--rf", "1",
+			"--setup", "--partitions", "8", "--rows-per-partition", "5", "--total-partitions", "20",
+			"--batches", "4", "--in-limit", "30", "--json", "--quiet")
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var rep multigetReport
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatalf("multiget --json output: %v\n%s", err, stdout)
+		}
+		doc := decodeDoc(t, stdout)
+		wantKeys(t, "multiget", doc, "command", "settings", "methods", "fastest", "error_samples")
+		for _, m := range doc["methods"].([]any) {
+			wantKeys(t, "multiget method", m, "name", "batches", "errors_total", "errors", "rows_per_batch",
+				"batch_latency_us", "ratio_to_fastest", "histogram")
+		}
+		want := map[string]float64{"sequential": 40, "async": 40, "in": 40, "in_limit": 30}
+		if len(rep.Methods) != 4 || rep.Fastest == "" {
+			t.Fatalf("%d methods, fastest %q; want 4 and a winner", len(rep.Methods), rep.Fastest)
+		}
+		for _, m := range rep.Methods {
+			if m.Batches+m.ErrorsTotal != 4 || (m.Batches > 0 && m.RowsPerBatch != want[m.Name]) {
+				t.Errorf("%s: %d batches, %d errors, %v rows per batch; want 4 batches of %v rows",
+					m.Name, m.Batches, m.ErrorsTotal, m.RowsPerBatch, want[m.Name])
+			}
+		}
+	})
+
 	t.Run("unreachable target fails", func(t *testing.T) {
 		host, _, _ := strings.Cut(addr, ":")
 		code, _, stderr := runLoadgen(t, ctx, "run", "--hosts", host+":1", "--duration", "1s")
@@ -205,4 +461,34 @@ func dropKeyspace(t *testing.T, addr, ks string) {
 	if err := s.Query("DROP KEYSPACE IF EXISTS " + ks).Exec(); err != nil {
 		t.Errorf("drop keyspace %s: %v", ks, err)
 	}
+}
+
+func decodeRun(t *testing.T, stdout string) runReport {
+	t.Helper()
+	var rep runReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("run --json output: %v\n%s", err, stdout)
+	}
+	return rep
+}
+
+// serveMetrics serves the in-process proxy's registry as its admin server
+// would, with the process collector's process_cpu_seconds_total (of this
+// test process) added, and returns the URL.
+func serveMetrics(t *testing.T, p *proxytest.Proxy) string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv := httptest.NewServer(promhttp.HandlerFor(prometheus.Gatherers{p.Reg, reg}, promhttp.HandlerOpts{}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/metrics"
+}
+
+func decodeDoc(t *testing.T, stdout string) map[string]any {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, stdout)
+	}
+	return doc
 }

@@ -1,15 +1,20 @@
-// Command loadgen drives Cassandra, directly or through cqlgate, with a
-// closed-loop gocql workload and reports throughput, latency percentiles,
+// Command loadgen drives Cassandra, directly or through cqlgate, with gocql
+// workloads and reports throughput, latency percentiles (HdrHistogram),
 // errors by kind and the CPU the generator itself spent, so that a
 // benchmark can tell a slow proxy from a saturated load generator.
 //
 // Subcommands:
 //
-//	loadgen setup   --hosts H[,H] [--keyspace K] [--rf N] [--rows N] [--value-size B]
-//	loadgen run     --hosts H[,H] [--workers N] [--duration D] [--warmup D] [--workload read|write|mixed] [--json]
-//	loadgen compare --target NAME=H[,H] --target NAME=H ... [--rounds N] [--proxy-metrics URL | --proxy-pid PID] [--json]
+//	loadgen setup       --hosts H[,H] [--keyspace K] [--rf N | --replication DC:N,...] [--rows N] [--value-size B]
+//	loadgen run         --hosts H[,H] [--workers N] [--duration D | --ops N] [--rate R --max-in-flight N]
+//	                    [--workload read|write|mixed] [--keys uniform|sequential|zipf] [--json] [--plot F.png]
+//	loadgen compare     --target NAME=H[,H] --target NAME=H ... [--rounds N] [--proxy-metrics URL] [--proxy-pid PID]
+//	loadgen workers     --hosts H [--workers 50000] [--queries 200]      (the published goroutine flood)
+//	loadgen ratelimited --hosts H [--parallelism P] [--rate R] [--runs N] [--keys serial|random] [--keep]
+//	loadgen multiget    --hosts H [--partitions 100] [--rows-per-partition 50] [--rf 3] [--setup]
 //
-// Run "loadgen COMMAND -h" for every flag.
+// docs/loadgen.md describes the measurements; run "loadgen COMMAND -h" for
+// every flag.
 package main
 
 import (
@@ -81,6 +86,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		errorsSeen, err = runRun(ctx, cfg, stdout, stderr)
 	case cmdCompare:
 		errorsSeen, err = runCompare(ctx, cfg, stdout, stderr)
+	case cmdWorkers:
+		errorsSeen, err = runWorkers(ctx, cfg, stdout, stderr)
+	case cmdRateLimited:
+		errorsSeen, err = runRateLimited(ctx, cfg, stdout, stderr)
+	case cmdMultiget:
+		errorsSeen, err = runMultiget(ctx, cfg, stdout, stderr)
 	}
 	switch {
 	case err != nil:
@@ -96,9 +107,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 const usage = `usage: loadgen COMMAND [flags]
 
 commands:
-  setup    create the keyspace and table and preload rows
-  run      drive one endpoint and report throughput and latency
-  compare  drive several endpoints in alternating rounds and compare them
+  setup        create the keyspace and table and preload rows
+  run          drive one endpoint (closed or open loop) and report throughput and latency
+  compare      drive several endpoints in alternating rounds and compare them
+  workers      N goroutines x K single-row SELECTs at stock gocql settings: wall time, errors
+  ratelimited  a rate-limited parallel writer in one-second runs
+  multiget     fetch batches of partitions four ways: sequential, async, IN, IN with LIMIT
 
 Run "loadgen COMMAND -h" for the flags of a command.
 `

@@ -12,8 +12,8 @@ import (
 
 func TestRecorderShardsAreBounded(t *testing.T) {
 	for _, workers := range []int{1, 3, 100_000} {
-		r := newRecorder(workers)
-		want := min(workers, shardsPerCPU*runtime.GOMAXPROCS(0))
+		r := newRecorder(workers, false, 0)
+		want := min(workers, shardsPerCPU*runtime.GOMAXPROCS(0), maxShards)
 		if len(r.shards) != want {
 			t.Errorf("newRecorder(%d): %d shards; want %d", workers, len(r.shards), want)
 		}
@@ -24,12 +24,12 @@ func TestRecorderShardsAreBounded(t *testing.T) {
 // shard they landed in, and samples outside the measure phase do not.
 func TestRecorderMergesShardsAndHonoursPhases(t *testing.T) {
 	const workers, perWorker = 37, 200
-	r := newRecorder(workers)
+	r := newRecorder(workers, false, 0)
 
 	// Warm-up samples: must not count.
 	for id := range workers {
-		r.record(id, 50*time.Second, nil)
-		r.record(id, time.Millisecond, gocql.ErrTimeoutNoResponse)
+		r.record(id, ok(50*time.Second))
+		r.record(id, fail(time.Millisecond, gocql.ErrTimeoutNoResponse))
 	}
 
 	r.setPhase(phaseMeasure)
@@ -39,17 +39,17 @@ func TestRecorderMergesShardsAndHonoursPhases(t *testing.T) {
 			for i := range perWorker {
 				// Worker id records (id+1) ms; every 10th request fails.
 				if i%10 == 0 {
-					r.record(id, 0, gocql.ErrNoStreams)
+					r.record(id, fail(0, gocql.ErrNoStreams))
 					continue
 				}
-				r.record(id, time.Duration(id+1)*time.Millisecond, nil)
+				r.record(id, ok(time.Duration(id+1)*time.Millisecond))
 			}
 		})
 	}
 	wg.Wait()
 	r.setPhase(phaseDone)
-	r.record(0, 40*time.Second, nil) // late completion: dropped
-	r.record(0, 0, errors.New("late"))
+	r.record(0, ok(40*time.Second)) // late completion: dropped
+	r.record(0, fail(0, errors.New("late")))
 
 	got := r.snapshot()
 	okPerWorker := perWorker - perWorker/10
@@ -73,10 +73,10 @@ func TestRecorderMergesShardsAndHonoursPhases(t *testing.T) {
 }
 
 func TestRecorderClampsOutOfRangeLatencies(t *testing.T) {
-	r := newRecorder(1)
+	r := newRecorder(1, false, 0)
 	r.setPhase(phaseMeasure)
-	r.record(0, 0, nil)
-	r.record(0, 10*time.Minute, nil)
+	r.record(0, ok(0))
+	r.record(0, ok(10*time.Minute))
 	got := r.snapshot().latency
 	if got.TotalCount() != 2 {
 		t.Fatalf("count = %d; want 2 (out-of-range values clamped, not dropped)", got.TotalCount())
@@ -87,24 +87,24 @@ func TestRecorderClampsOutOfRangeLatencies(t *testing.T) {
 }
 
 func TestTakeIntervalResets(t *testing.T) {
-	r := newRecorder(4)
+	r := newRecorder(4, false, 0)
 	for id := range 4 {
-		r.record(id, time.Millisecond, nil)
+		r.record(id, ok(time.Millisecond))
 	}
-	r.record(1, 0, gocql.ErrNoConnections)
+	r.record(1, fail(0, gocql.ErrNoConnections))
 	h := newLatencyHistogram()
-	if errs := r.takeInterval(h); errs != 1 || h.TotalCount() != 4 {
-		t.Errorf("first interval: %d ops, %d errors; want 4, 1", h.TotalCount(), errs)
+	if iv := r.takeInterval(h); iv.errs != 1 || h.TotalCount() != 4 {
+		t.Errorf("first interval: %d ops, %d errors; want 4, 1", h.TotalCount(), iv.errs)
 	}
-	if errs := r.takeInterval(h); errs != 0 || h.TotalCount() != 0 {
-		t.Errorf("second interval: %d ops, %d errors; want 0, 0", h.TotalCount(), errs)
+	if iv := r.takeInterval(h); iv.errs != 0 || h.TotalCount() != 0 {
+		t.Errorf("second interval: %d ops, %d errors; want 0, 0", h.TotalCount(), iv.errs)
 	}
 }
 
 // Pooling keeps 100k workers cheap: the histograms of a recorder for 100k
 // workers stay within a few MiB.
 func TestRecorderMemoryIsIndependentOfWorkers(t *testing.T) {
-	r := newRecorder(100_000)
+	r := newRecorder(100_000, false, 0)
 	var bytes int
 	for i := range r.shards {
 		bytes += r.shards[i].total.ByteSize() + r.shards[i].interval.ByteSize()
@@ -113,3 +113,9 @@ func TestRecorderMemoryIsIndependentOfWorkers(t *testing.T) {
 		t.Errorf("histograms take %d bytes; want <= %d", bytes, limit)
 	}
 }
+
+// ok is the outcome of a successful closed-loop request that took d.
+func ok(d time.Duration) outcome { return outcome{latency: d, service: d} }
+
+// fail is the outcome of a request that failed with err after d.
+func fail(d time.Duration, err error) outcome { return outcome{latency: d, service: d, err: err} }

@@ -13,9 +13,13 @@ import (
 // Latencies are in microseconds, throughputs in successful requests per
 // second, CPU figures in microseconds per completed request.
 //
-//	command                   "run" or "compare"
+//	command                   "run" or "compare" (scenarios: see scenario reports)
 //	settings                  the flags that shape the load (settings below)
 //	target                    run only: one target object
+//	timeline                  run only: one point per --interval: t_s, phase,
+//	                          ops_s, p50_us, p99_us, max_us, errors, late
+//	proxy                     run only: null unless --proxy-metrics or
+//	                          --proxy-pid (proxy object below)
 //	order                     compare only: per round, target names in run order
 //	targets                   compare only: target objects in --target order
 //	loadgen_maybe_bottleneck  any window where loadgen used more than
@@ -30,10 +34,20 @@ import (
 //	error_samples             one message per kind that occurred
 //	elapsed_s                 measured wall time (all rounds)
 //	throughput_ops_s          ops / elapsed_s
-//	latency_us                p50, p90, p99, p99_9, max, mean (all rounds merged)
+//	latency_us                count, p50, p90, p99, p99_9, max, mean of
+//	                          successful requests (all rounds merged); in the
+//	                          open loop from each request's intended start
+//	service_time_us           open loop: the same from the actual send; else null
+//	error_latency_us          per error kind that occurred: its service time
+//	schedule                  open loop: late_requests (sent > 1 ms behind
+//	                          schedule), late_share, max_lag_us, unsent (due
+//	                          but never sent), behind; else null
 //	loadgen_cpu_us_per_op     loadgen's user+sys CPU per completed request
+//	loadgen_cpu_user_us_per_op, loadgen_cpu_sys_us_per_op  its two parts
 //	loadgen_cpu_cores         loadgen's CPU time / wall time
 //	loadgen_maybe_bottleneck  loadgen_cpu_cores above the threshold
+//	histograms                latency, service_time (open loop) and errors
+//	                          (by kind): HdrHistogram V2 compressed, base64, µs
 //
 // and, for compare only:
 //
@@ -50,20 +64,38 @@ import (
 //	                          --proxy-metrics or --proxy-pid was given:
 //	                          proxy CPU during its rounds / requests completed
 //	proxy_cpu_source          where proxy CPU was read, or ""
+//	proxy                     null unless this is the proxy target and a
+//	                          probe was given (proxy object below)
+//
+// A proxy object holds rss_before_bytes, rss_peak_bytes (sampled every
+// --interval), rss_after_bytes, counters (increase of every
+// cqlgate_limiter_*, cqlgate_speculative_*, cqlgate_overloaded_rejections_total,
+// cqlgate_request_timeouts_total and cqlgate_proxy_errors_total series; a
+// histogram as NAME_count and NAME_sum), gauges (peak and after of the
+// gauges among them, e.g. cqlgate_limiter_queue_depth), sample_errors, and
+// in run also cpu_us_per_req.
 
 // settings echoes the load's shape into reports.
 type settings struct {
 	Workload       string  `json:"workload"`
 	ReadRatio      float64 `json:"read_ratio"`
+	Keys           string  `json:"keys"`
+	ZipfS          float64 `json:"zipf_s"`
+	LoadModel      string  `json:"load_model"` // "closed" or "open"
 	Workers        int     `json:"workers"`
+	Rate           float64 `json:"rate"`          // open loop: requests per second
+	MaxInFlight    int     `json:"max_in_flight"` // open loop
 	DurationS      float64 `json:"duration_s"`
+	Ops            int64   `json:"ops"` // closed loop: requests per window, 0 = by duration
 	WarmupS        float64 `json:"warmup_s"`
 	Rounds         int     `json:"rounds"`
 	Keyspace       string  `json:"keyspace"`
 	Rows           int64   `json:"rows"`
 	ValueSize      int     `json:"value_size"`
 	Proto          int     `json:"proto"`
-	TimeoutS       float64 `json:"timeout_s"`
+	TimeoutS       float64 `json:"timeout_s"`   // 0 = gocql's default
+	Consistency    string  `json:"consistency"` // "" = gocql's default
+	NumConns       int     `json:"num_conns"`   // 0 = gocql's default
 	NumCPU         int     `json:"num_cpu"`
 	BottleneckCPUs float64 `json:"bottleneck_cores"` // loadgen_cpu_cores above this warns
 }
@@ -73,11 +105,15 @@ func settingsOf(cfg *Config, workload Workload, rounds int) settings {
 	if kv, ok := workload.(kvWorkload); ok {
 		readRatio = kv.readRatio
 	}
-	return settings{
+	s := settings{
 		Workload:       workload.Name(),
 		ReadRatio:      readRatio,
+		Keys:           cfg.KeyDist,
+		ZipfS:          cfg.ZipfS,
+		LoadModel:      "closed",
 		Workers:        cfg.Workers,
 		DurationS:      cfg.Duration.Seconds(),
+		Ops:            cfg.Ops,
 		WarmupS:        cfg.Warmup.Seconds(),
 		Rounds:         rounds,
 		Keyspace:       cfg.Keyspace,
@@ -85,16 +121,33 @@ func settingsOf(cfg *Config, workload Workload, rounds int) settings {
 		ValueSize:      cfg.ValueSize,
 		Proto:          cfg.Proto,
 		TimeoutS:       cfg.Timeout.Seconds(),
+		Consistency:    cfg.Consistency,
+		NumConns:       cfg.NumConns,
 		NumCPU:         runtime.NumCPU(),
 		BottleneckCPUs: bottleneckShare * float64(runtime.NumCPU()),
 	}
+	if cfg.Rate > 0 {
+		s.LoadModel = "open"
+		s.Rate = cfg.Rate
+		s.MaxInFlight = cfg.MaxInFlight
+		s.Workers = 0
+	}
+	return s
 }
 
 type runReport struct {
-	Command           string       `json:"command"`
-	Settings          settings     `json:"settings"`
-	Target            targetReport `json:"target"`
-	LoadgenBottleneck bool         `json:"loadgen_maybe_bottleneck"`
+	Command           string          `json:"command"`
+	Settings          settings        `json:"settings"`
+	Target            targetReport    `json:"target"`
+	Timeline          []timelinePoint `json:"timeline"`
+	Proxy             *runProxy       `json:"proxy"`
+	LoadgenBottleneck bool            `json:"loadgen_maybe_bottleneck"`
+}
+
+// runProxy is what the probe saw of the proxy during a run.
+type runProxy struct {
+	proxyFigures
+	CPUPerReq *float64 `json:"cpu_us_per_req"`
 }
 
 type targetReport struct {
@@ -120,6 +173,7 @@ type compareTarget struct {
 	Significance    *significance `json:"significance"`
 	ProxyCPUPerReq  *float64      `json:"proxy_cpu_us_per_req"`
 	ProxyCPUSource  string        `json:"proxy_cpu_source"`
+	Proxy           *proxyFigures `json:"proxy"`
 }
 
 type roundReport struct {

@@ -16,13 +16,13 @@ import (
 // baseMicros + (i mod 100) µs, errs no-streams failures, and cpu of
 // loadgen CPU time.
 func syntheticMeasurement(ops int, baseMicros int64, errs int64, cpu time.Duration) measurement {
-	r := newRecorder(1)
+	r := newRecorder(1, false, 0)
 	r.setPhase(phaseMeasure)
 	for i := range ops {
-		r.record(0, time.Duration(baseMicros+int64(i%100))*time.Microsecond, nil)
+		r.record(0, ok(time.Duration(baseMicros+int64(i%100))*time.Microsecond))
 	}
 	for range errs {
-		r.record(0, 0, gocql.ErrNoStreams)
+		r.record(0, fail(0, gocql.ErrNoStreams))
 	}
 	r.setPhase(phaseDone)
 	return measurement{recorded: r.snapshot(), elapsed: time.Second, cpu: cpu}
@@ -79,8 +79,16 @@ func wantKeys(t *testing.T, what string, v any, want ...string) {
 
 var figureKeys = []string{
 	"name", "hosts", "ops", "errors_total", "errors", "error_samples", "elapsed_s",
-	"throughput_ops_s", "latency_us", "loadgen_cpu_us_per_op", "loadgen_cpu_cores", "loadgen_maybe_bottleneck",
+	"throughput_ops_s", "latency_us", "service_time_us", "error_latency_us", "schedule",
+	"loadgen_cpu_us_per_op", "loadgen_cpu_user_us_per_op", "loadgen_cpu_sys_us_per_op",
+	"loadgen_cpu_cores", "loadgen_maybe_bottleneck", "histograms",
 }
+
+var settingsKeys = []string{"workload", "read_ratio", "keys", "zipf_s", "load_model", "workers", "rate",
+	"max_in_flight", "duration_s", "ops", "warmup_s", "rounds", "keyspace", "rows", "value_size", "proto",
+	"timeout_s", "consistency", "num_conns", "num_cpu", "bottleneck_cores"}
+
+var latencyKeys = []string{"count", "p50", "p90", "p99", "p99_9", "max", "mean"}
 
 // The JSON field names are a contract with scripts and CI: this test pins
 // them, so a rename has to be deliberate.
@@ -97,19 +105,19 @@ func TestCompareJSONShape(t *testing.T) {
 	if doc["command"] != "compare" {
 		t.Errorf("command = %v", doc["command"])
 	}
-	wantKeys(t, "settings", doc["settings"], "workload", "read_ratio", "workers", "duration_s", "warmup_s",
-		"rounds", "keyspace", "rows", "value_size", "proto", "timeout_s", "num_cpu", "bottleneck_cores")
+	wantKeys(t, "settings", doc["settings"], settingsKeys...)
 
 	targets := doc["targets"].([]any)
 	if len(targets) != 2 {
 		t.Fatalf("%d targets; want 2", len(targets))
 	}
 	compareKeys := append(slices.Clone(figureKeys), "round_throughput_ops_s", "rounds", "throughput_ratio",
-		"added_latency_us", "significance", "proxy_cpu_us_per_req", "proxy_cpu_source")
+		"added_latency_us", "significance", "proxy_cpu_us_per_req", "proxy_cpu_source", "proxy")
 	for _, tv := range targets {
 		tm := tv.(map[string]any)
 		wantKeys(t, "target", tm, compareKeys...)
-		wantKeys(t, "latency_us", tm["latency_us"], "p50", "p90", "p99", "p99_9", "max", "mean")
+		wantKeys(t, "latency_us", tm["latency_us"], latencyKeys...)
+		wantKeys(t, "histograms", tm["histograms"], "latency", "errors")
 		wantKeys(t, "errors", tm["errors"], "timeout", "overloaded", "unavailable", "no_streams", "no_hosts", "connection", "other")
 		wantKeys(t, "added_latency_us", tm["added_latency_us"], "p50", "p99", "p99_9")
 		wantKeys(t, "round_throughput_ops_s", tm["round_throughput_ops_s"], "n", "mean", "stddev", "min", "max")
@@ -156,7 +164,7 @@ func TestRunJSONShape(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	wantKeys(t, "top level", doc, "command", "settings", "target", "loadgen_maybe_bottleneck")
+	wantKeys(t, "top level", doc, "command", "settings", "target", "timeline", "proxy", "loadgen_maybe_bottleneck")
 	wantKeys(t, "target", doc["target"], figureKeys...)
 	tg := doc["target"].(map[string]any)
 	// 5 ms over 101 completed requests, the failed one included.

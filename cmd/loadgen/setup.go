@@ -12,22 +12,16 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// runSetup creates the keyspace and table and preloads rows 0..Rows-1, so a
-// read workload finds every key it asks for.
+// runSetup creates the keyspace and table kv and preloads rows 0..Rows-1,
+// so a read workload finds every key it asks for.
 func runSetup(ctx context.Context, cfg *Config, stderr io.Writer) error {
-	ep := Endpoint{Name: "setup", Hosts: cfg.Hosts}
-	// The schema session has no keyspace: it may not exist yet.
-	opts := sessionOptionsFrom(cfg, "", stderr)
-	// Preloaded rows must be readable at ONE from any replica afterwards;
-	// QUORUM is the cheapest level that makes that likely for rf > 1.
-	opts.Consistency = gocql.Quorum
-	s, err := ep.Session(opts)
+	s, err := schemaSession(cfg, stderr)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 
-	if err := createSchema(ctx, s, cfg.Keyspace, cfg.RF); err != nil {
+	if err := createSchema(ctx, s, cfg, kvTableDDL); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -39,11 +33,39 @@ func runSetup(ctx context.Context, cfg *Config, stderr io.Writer) error {
 	return nil
 }
 
-func createSchema(ctx context.Context, s *gocql.Session, keyspace string, rf int) error {
-	// keyspace was checked against keyspaceName, so interpolating it is safe.
-	stmts := []string{
-		fmt.Sprintf(`CREATE KEYSPACE IF NOT EXISTS %s WITH replication = {'class': 'SimpleStrategy', 'replication_factor': %d}`, keyspace, rf),
-		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.kv (k bigint PRIMARY KEY, v blob)`, keyspace),
+// schemaSession connects for DDL and preloading: without a keyspace, which
+// may not exist yet, and at QUORUM, so that preloaded rows are readable at
+// ONE from any replica afterwards (the cheapest level that makes that
+// likely for rf > 1).
+func schemaSession(cfg *Config, stderr io.Writer) (*gocql.Session, error) {
+	ep := Endpoint{Name: "setup", Hosts: cfg.Hosts}
+	opts := sessionOptionsFrom(cfg, "", stderr)
+	quorum := gocql.Quorum
+	opts.Consistency = &quorum
+	if opts.Timeout > 0 && opts.Timeout < 10*time.Second {
+		// DDL and a preload on a cold node are slow; a benchmark's short
+		// timeout is not meant for them.
+		opts.Timeout = 10 * time.Second
+	}
+	return ep.Session(opts)
+}
+
+// kvTableDDL creates the table of the kv workloads; %s is the keyspace.
+const kvTableDDL = `CREATE TABLE IF NOT EXISTS %s.kv (k bigint PRIMARY KEY, v blob)`
+
+// createSchema creates the keyspace (replication from --rf or
+// --replication) and the tables of ddl, each a statement with one %s for
+// the keyspace.
+func createSchema(ctx context.Context, s *gocql.Session, cfg *Config, ddl ...string) error {
+	repl, err := replicationMap(cfg.Keyspace, cfg.RF, cfg.Replication)
+	if err != nil {
+		return err
+	}
+	// The keyspace was checked against keyspaceName and the map built
+	// from checked parts, so interpolating them is safe.
+	stmts := []string{fmt.Sprintf(`CREATE KEYSPACE IF NOT EXISTS %s WITH replication = %s`, cfg.Keyspace, repl)}
+	for _, d := range ddl {
+		stmts = append(stmts, fmt.Sprintf(d, cfg.Keyspace))
 	}
 	for _, stmt := range stmts {
 		// gocql waits for schema agreement after each DDL statement.
@@ -54,19 +76,27 @@ func createSchema(ctx context.Context, s *gocql.Session, keyspace string, rf int
 	return nil
 }
 
-// preload inserts every row with at most SetupConcurrency requests in
-// flight, and stops at the first failure.
+// preload inserts rows 0..Rows-1 of table kv.
 func preload(ctx context.Context, s *gocql.Session, cfg *Config) error {
 	insert := fmt.Sprintf(`INSERT INTO %s.kv (k, v) VALUES (?, ?)`, cfg.Keyspace)
+	return insertAll(ctx, s, cfg.Rows, cfg.SetupConcurrency, func(k int64) (string, []any) {
+		return insert, []any{k, rowValue(k, cfg.ValueSize)}
+	})
+}
+
+// insertAll runs the statements stmt(0..n-1) with at most concurrency in
+// flight, and stops at the first failure.
+func insertAll(ctx context.Context, s *gocql.Session, n int64, concurrency int, stmt func(i int64) (string, []any)) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(cfg.SetupConcurrency)
-	for k := range cfg.Rows {
+	g.SetLimit(concurrency)
+	for i := range n {
 		if gctx.Err() != nil {
 			break // a request failed; g.Wait returns its error
 		}
 		g.Go(func() error {
-			if err := execIdempotent(gctx, s, insert, k, rowValue(k, cfg.ValueSize)); err != nil {
-				return fmt.Errorf("preload row %d: %w", k, err)
+			q, values := stmt(i)
+			if err := execIdempotent(gctx, s, q, values...); err != nil {
+				return fmt.Errorf("preload row %d: %w", i, err)
 			}
 			return nil
 		})

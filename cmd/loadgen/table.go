@@ -3,6 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -13,7 +17,7 @@ func writeRunTable(w io.Writer, rep runReport) error {
 	s := rep.Settings
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "target\t%s\n", strings.Join(t.Hosts, ","))
-	fmt.Fprintf(tw, "load\t%s, %d workers, %gs measured after %gs warm-up\n", describeWorkload(s), s.Workers, s.DurationS, s.WarmupS)
+	fmt.Fprintf(tw, "load\t%s, %s after %gs warm-up\n", describeLoad(s), describeWindow(s), s.WarmupS)
 	fmt.Fprintf(tw, "ops\t%d in %.2fs\n", t.Ops, t.ElapsedSeconds)
 	if t.ErrorsTotal == 0 {
 		fmt.Fprintf(tw, "errors\t0\n")
@@ -21,10 +25,29 @@ func writeRunTable(w io.Writer, rep runReport) error {
 		fmt.Fprintf(tw, "errors\t%d (%s)\n", t.ErrorsTotal, t.Errors.String())
 	}
 	fmt.Fprintf(tw, "throughput\t%.0f ops/s\n", t.Throughput)
-	l := t.Latency
-	fmt.Fprintf(tw, "latency\tp50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n",
-		micros(l.P50), micros(l.P90), micros(l.P99), micros(l.P999), micros(l.Max))
-	fmt.Fprintf(tw, "loadgen cpu\t%.1f µs/op (%.2f cores of %d)\n", t.LoadgenCPUPerOp, t.LoadgenCores, s.NumCPU)
+	name := "latency"
+	if t.Service != nil {
+		name = "latency (from intended start)"
+	}
+	fmt.Fprintf(tw, "%s\t%s\n", name, describeLatency(t.Latency))
+	if t.Service != nil {
+		fmt.Fprintf(tw, "service time\t%s\n", describeLatency(*t.Service))
+	}
+	for _, kind := range sortedKeys(t.ErrorLatency) {
+		fmt.Fprintf(tw, "%s answers\t%s\n", kind, describeLatency(t.ErrorLatency[kind]))
+	}
+	if sc := t.Schedule; sc != nil {
+		fmt.Fprintf(tw, "schedule\t%d late (%.2f%%), max lag %s, %d unsent%s\n",
+			sc.Late, 100*sc.LateShare, micros(sc.MaxLagUS), sc.Unsent, map[bool]string{true: ": FELL BEHIND", false: ""}[sc.Behind])
+	}
+	fmt.Fprintf(tw, "loadgen cpu\t%.1f µs/op (user %.1f, sys %.1f; %.2f cores of %d)\n",
+		t.LoadgenCPUPerOp, t.LoadgenUserPerOp, t.LoadgenSysPerOp, t.LoadgenCores, s.NumCPU)
+	if p := rep.Proxy; p != nil {
+		if p.CPUPerReq != nil {
+			fmt.Fprintf(tw, "proxy cpu\t%.1f µs/req\n", *p.CPUPerReq)
+		}
+		writeProxyFigures(tw, &p.proxyFigures)
+	}
 	writeSamples(tw, t.figures)
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)
@@ -32,12 +55,84 @@ func writeRunTable(w io.Writer, rep runReport) error {
 	return nil
 }
 
+// writeProxyFigures prints the probe's view of the proxy, one line per
+// figure, into a two-column tabwriter.
+func writeProxyFigures(w io.Writer, p *proxyFigures) {
+	if p.RSSBefore > 0 {
+		fmt.Fprintf(w, "proxy rss\t%s before, %s peak, %s after\n", mib(p.RSSBefore), mib(p.RSSPeak), mib(p.RSSAfter))
+	}
+	var unchanged []string
+	for _, k := range sortedKeys(p.Counters) {
+		if p.Counters[k] == 0 {
+			unchanged = append(unchanged, k)
+			continue
+		}
+		fmt.Fprintf(w, "  %s\t+%s\n", k, formatValue(p.Counters[k]))
+	}
+	// Listed, not dropped: a reader can tell "no rejections" from "no
+	// such metric".
+	for len(unchanged) > 0 {
+		line := ""
+		for len(unchanged) > 0 && (line == "" || len(line)+len(unchanged[0]) < 100) {
+			line += strings.TrimPrefix(unchanged[0], "cqlgate_") + " "
+			unchanged = unchanged[1:]
+		}
+		fmt.Fprintf(w, "  unchanged (+0)\t%s\n", strings.TrimSpace(line))
+	}
+	for _, k := range sortedKeys(p.Gauges) {
+		g := p.Gauges[k]
+		fmt.Fprintf(w, "  %s\tpeak %s, after %s\n", k, formatValue(g.Peak), formatValue(g.After))
+	}
+	if p.SampleErrors > 0 {
+		fmt.Fprintf(w, "  (samples failed)\t%d\n", p.SampleErrors)
+	}
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// formatValue prints counts as integers and the rest (sums of seconds)
+// with a few decimals.
+func formatValue(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return strconv.FormatFloat(v, 'f', 4, 64)
+}
+
+func describeLatency(l latencyFigures) string {
+	return fmt.Sprintf("p50 %s  p90 %s  p99 %s  p99.9 %s  max %s",
+		micros(l.P50), micros(l.P90), micros(l.P99), micros(l.P999), micros(l.Max))
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+// describeLoad names the workload and the load model.
+func describeLoad(s settings) string {
+	keys := s.Keys
+	if keys == keysZipf {
+		keys = fmt.Sprintf("zipf s=%g", s.ZipfS)
+	}
+	if s.LoadModel == "open" {
+		return fmt.Sprintf("%s (%s keys), open loop at %.0f/s, at most %d in flight", describeWorkload(s), keys, s.Rate, s.MaxInFlight)
+	}
+	return fmt.Sprintf("%s (%s keys), closed loop, %d workers", describeWorkload(s), keys, s.Workers)
+}
+
+func describeWindow(s settings) string {
+	if s.Ops > 0 {
+		return fmt.Sprintf("%d requests measured", s.Ops)
+	}
+	return fmt.Sprintf("%gs measured", s.DurationS)
+}
+
 // writeCompareTable prints a compare report for people: one line per
 // target, then one verdict line per non-baseline target.
 func writeCompareTable(w io.Writer, rep compareReport) error {
 	s := rep.Settings
-	fmt.Fprintf(w, "%s, %d workers, %d rounds of %gs (order %s), warm-up %gs per target\n\n",
-		describeWorkload(s), s.Workers, s.Rounds, s.DurationS, describeOrder(rep.Order), s.WarmupS)
+	fmt.Fprintf(w, "%s, %d rounds of %s (order %s), warm-up %gs per target\n\n",
+		describeLoad(s), s.Rounds, describeWindow(s), describeOrder(rep.Order), s.WarmupS)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "target\tops/s mean\tmin\tmax\tratio\tp50 µs\t+p50 µs\tp99 µs\tp99.9 µs\terrors\tloadgen µs/op\tproxy µs/req\t")
@@ -66,6 +161,20 @@ func writeCompareTable(w io.Writer, rep compareReport) error {
 			for kind, msg := range t.ErrorSamples {
 				fmt.Fprintf(w, "  %s e.g. %q\n", kind, msg)
 			}
+			for _, kind := range sortedKeys(t.ErrorLatency) {
+				fmt.Fprintf(w, "  %s answers: %s\n", kind, describeLatency(t.ErrorLatency[kind]))
+			}
+		}
+	}
+	for _, t := range rep.Targets {
+		if t.Proxy == nil {
+			continue
+		}
+		fmt.Fprintf(w, "\nproxy during the %s rounds:\n", t.Name)
+		ptw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		writeProxyFigures(ptw, t.Proxy)
+		if err := ptw.Flush(); err != nil {
+			return fmt.Errorf("write table: %w", err)
 		}
 	}
 	return nil

@@ -14,24 +14,30 @@ const (
 	workloadMixed = "mixed"
 )
 
-// Workload describes what the closed-loop workers do. A Workload is shared
-// by all workers and must be safe for concurrent use; per-worker state
-// (random source, buffers) lives in the Worker it hands out.
+// Workload describes what the workers do. A Workload is shared by all
+// workers and must be safe for concurrent use; per-worker state (random
+// source, buffers) lives in the Worker it hands out.
 type Workload interface {
 	// Name is the label in reports.
 	Name() string
 	// NewWorker returns the state of worker id. It is called once per
-	// worker per measurement, from the goroutine that will use it.
+	// worker per measurement.
 	NewWorker(id int) Worker
 }
 
-// Worker performs one operation per Do call. It is used by one goroutine.
+// Worker performs one operation per Do call. It is used by one goroutine
+// at a time (the open loop hands it from one sending goroutine to the
+// next through a channel).
 type Worker interface {
 	Do(ctx context.Context, s *gocql.Session) error
 }
 
 func newWorkload(cfg *Config) (Workload, error) {
-	kv := kvWorkload{rows: cfg.Rows, valueSize: cfg.ValueSize, name: cfg.Workload}
+	keys, err := newKeySource(cfg.KeyDist, cfg.Rows, cfg.ZipfS)
+	if err != nil {
+		return nil, err
+	}
+	kv := kvWorkload{keys: keys, valueSize: cfg.ValueSize, name: cfg.Workload, insert: insertKV}
 	switch cfg.Workload {
 	case workloadRead:
 		kv.readRatio = 1
@@ -57,12 +63,13 @@ const (
 )
 
 // kvWorkload reads and writes single partitions of table kv with keys drawn
-// uniformly from [0, rows).
+// from keys.
 type kvWorkload struct {
 	name      string
-	rows      int64
+	keys      keySource
 	valueSize int
 	readRatio float64 // 1 = reads only, 0 = writes only
+	insert    string  // the write statement: insertKV, or another table's
 }
 
 func (w kvWorkload) Name() string { return w.name }
@@ -75,31 +82,37 @@ func (w kvWorkload) NewWorker(id int) Worker {
 	for i := range value {
 		value[i] = byte(rng.Uint32())
 	}
-	return &kvWorker{kvWorkload: w, rng: rng, value: value}
+	return &kvWorker{kvWorkload: w, rng: rng, keys: w.keys.forWorker(rng), value: value}
 }
 
 type kvWorker struct {
 	kvWorkload
 	rng   *rand.Rand
+	keys  keyGen
 	value []byte // written as is: the content does not matter, its size does
 	read  []byte // scan target: gocql appends into its capacity, so reads stop allocating
 }
 
 func (w *kvWorker) Do(ctx context.Context, s *gocql.Session) error {
-	k := w.rng.Int64N(w.rows)
+	k := w.keys.Next()
 	if w.readRatio >= 1 || (w.readRatio > 0 && w.rng.Float64() < w.readRatio) {
-		q := s.Query(selectKV, k).WithContext(ctx)
-		err := q.Scan(&w.read)
-		q.Release()
-		if err == gocql.ErrNotFound {
-			// A missing row is a correct answer (run without setup, or
-			// with more --rows than were loaded), not a failed request.
-			return nil
-		}
-		return err
+		return readKV(ctx, s, k, &w.read)
 	}
-	q := s.Query(insertKV, k, w.value).WithContext(ctx)
+	q := s.Query(w.insert, k, w.value).WithContext(ctx)
 	err := q.Exec()
 	q.Release()
+	return err
+}
+
+// readKV reads row k of table kv into *v.
+func readKV(ctx context.Context, s *gocql.Session, k int64, v *[]byte) error {
+	q := s.Query(selectKV, k).WithContext(ctx)
+	err := q.Scan(v)
+	q.Release()
+	if err == gocql.ErrNotFound {
+		// A missing row is a correct answer (run without setup, or with
+		// more --rows than were loaded), not a failed request.
+		return nil
+	}
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,8 +173,12 @@ func TestBindTypesFromCassandra(t *testing.T) {
 		{"INSERT INTO " + ks + ".t JSON ?", []uint16{0x000D}, "idem"},
 		// Named markers used twice are two variables.
 		{"SELECT * FROM " + ks + ".t WHERE k = :k AND c IN (:c, :c)", []uint16{typeInt, typeInt, typeInt}, "idem"},
+		{"BEGIN BATCH UPDATE " + ks + ".t SET s = s + ? WHERE k = ? AND c = ?; INSERT INTO " + ks + ".t (k, c, v) VALUES (?, ?, ?) USING TIMESTAMP ?; APPLY BATCH",
+			[]uint16{typeSet, typeInt, typeInt, typeInt, typeInt, 0x000D, typeBigint}, "idem"},
 		{"BEGIN BATCH UPDATE " + ks + ".t SET s = s + ? WHERE k = ? AND c = ?; INSERT INTO " + ks + ".t (k, c, l) VALUES (?, ?, ?) USING TIMESTAMP ?; APPLY BATCH",
-			[]uint16{typeSet, typeInt, typeInt, typeInt, typeInt, typeList, typeBigint}, "idem"},
+			[]uint16{typeSet, typeInt, typeInt, typeInt, typeInt, typeList, typeBigint}, "list_overwrite_timestamp"},
+		{"UPDATE " + ks + ".t USING TIMESTAMP ? SET l = ?, v = ? WHERE k = ? AND c = ?", []uint16{typeBigint, typeList, 0x000D, typeInt, typeInt}, "list_overwrite_timestamp"},
+		{"UPDATE " + ks + ".t USING TIMESTAMP ? SET s = ?, v = ? WHERE k = ? AND c = ?", []uint16{typeBigint, typeSet, 0x000D, typeInt, typeInt}, "idem"},
 		{"BEGIN COUNTER BATCH UPDATE " + ks + ".cnt SET n = n + ? WHERE k = ?; APPLY BATCH", []uint16{typeCounter, typeInt}, "counter_batch"},
 	} {
 		types, code, msg := rc.prepare(t, tc.q)
@@ -195,5 +200,52 @@ func TestBindTypesFromCassandra(t *testing.T) {
 		if got != tc.expect {
 			t.Errorf("%q with types %#04x: %s; want %s", tc.q, types, got, tc.expect)
 		}
+	}
+}
+
+// TestListOverwriteTwiceWithOneTimestamp shows, by running them, why
+// ListOverwrite and ReasonListTimestamp exist: a whole list written twice
+// with the same timestamp is stored twice, while a set or a plain column is
+// not, and the same list write with two different timestamps is stored
+// once.
+func TestListOverwriteTwiceWithOneTimestamp(t *testing.T) {
+	c := requireCassandra(t)
+	rc := dialRaw(t, c.Addrs[0])
+	rc.exec(t, "CREATE KEYSPACE IF NOT EXISTS "+testKeyspace+" WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+	rc.exec(t, "CREATE TABLE IF NOT EXISTS "+testKeyspace+".lists (k bigint PRIMARY KEY, l list<int>, s set<int>)")
+	cfg := c.ClusterConfig(0)
+	s, err := cfg.CreateSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	k := time.Now().UnixNano() // a fresh row: no older deletion shadows low timestamps
+	for _, q := range []string{
+		"INSERT INTO " + testKeyspace + ".lists (k, l, s) VALUES (?, [1, 2], {1, 2}) USING TIMESTAMP 1000",
+		"INSERT INTO " + testKeyspace + ".lists (k, l, s) VALUES (?, [1, 2], {1, 2}) USING TIMESTAMP 1000",
+		"INSERT INTO " + testKeyspace + ".lists (k, l) VALUES (?, [3])",
+		"INSERT INTO " + testKeyspace + ".lists (k, l) VALUES (?, [3])",
+	} {
+		kk := k
+		if strings.Contains(q, "[3]") {
+			kk = k + 1
+		}
+		if err := s.Query(q, kk).Exec(); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var l []int
+	var set []int
+	if err := s.Query("SELECT l, s FROM "+testKeyspace+".lists WHERE k = ?", k).Scan(&l, &set); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(l, []int{1, 2, 1, 2}) || !slices.Equal(set, []int{1, 2}) {
+		t.Errorf("written twice at one timestamp: list %v, set %v; want [1 2 1 2] and [1 2]", l, set)
+	}
+	if err := s.Query("SELECT l FROM "+testKeyspace+".lists WHERE k = ?", k+1).Scan(&l); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(l, []int{3}) {
+		t.Errorf("written twice at two timestamps: list %v; want [3]", l)
 	}
 }

@@ -18,6 +18,7 @@ type corpusEntry struct {
 	ks, table string
 	tableSet  bool // the TABLE column is not "-"
 	ts        bool
+	lo        int // 1: ListOverwrite expected, -1: not expected, 0: not checked
 	types     []uint16
 	markers   int // -1: not checked
 	nocass    bool
@@ -69,6 +70,10 @@ func loadCorpus(t testing.TB) []corpusEntry {
 				e.ts = true
 			case fl == "nocass":
 				e.nocass = true
+			case fl == "lo":
+				e.lo = 1
+			case fl == "nolo":
+				e.lo = -1
 			case strings.HasPrefix(fl, "markers="):
 				if e.markers, err = strconv.Atoi(fl[len("markers="):]); err != nil {
 					t.Fatalf("classify.txt:%d: %v", n, err)
@@ -127,6 +132,9 @@ func TestClassifyCorpus(t *testing.T) {
 		}
 		if st.UsingTimestamp != e.ts {
 			t.Errorf("%s: UsingTimestamp %v; want %v", e, st.UsingTimestamp, e.ts)
+		}
+		if e.lo != 0 && st.ListOverwrite != (e.lo > 0) {
+			t.Errorf("%s: ListOverwrite %v", e, st.ListOverwrite)
 		}
 		if e.markers >= 0 && st.Markers != e.markers {
 			t.Errorf("%s: %d markers; want %d", e, st.Markers, e.markers)

@@ -185,11 +185,12 @@ func NewDelay(cfg DelayConfig, clock Clock) (*Delay, error) {
 
 // Class returns the handle of the class key, registering it (with label,
 // its name in metrics) when it is new. When MaxClasses are registered, the
-// least recently looked-up class is forgotten: handles to it go stale
-// (Record ignores them, Get says ok=false) and its index is reused. It
-// takes a mutex and a map lookup; a caller that keeps the handle (with a
-// prepared statement, say) should look it up again when Get says ok=false
-// for long, or simply look it up per request.
+// least recently used class is forgotten (the one whose latest latency is
+// oldest; among those without any, the one looked up longest ago): handles
+// to it go stale (Record ignores them, Get says ok=false, Stale says so)
+// and its index is reused. It takes a mutex and a map lookup, so a caller
+// may keep the handle (with its prepared statement, say) and look it up
+// again only when Stale says so.
 func (d *Delay) Class(key uint64, label string) Class {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -206,11 +207,7 @@ func (d *Delay) Class(key uint64, label string) Class {
 		cs.reset()
 		d.stats[idx].Store(cs)
 	} else {
-		for i := range d.keys {
-			if d.keys[i].used < d.keys[idx].used {
-				idx = uint32(i)
-			}
-		}
+		idx = d.leastRecentlyUsed()
 		delete(d.byKey, d.keys[idx].key)
 		d.stats[idx].Load().reset()
 	}
@@ -218,6 +215,29 @@ func (d *Delay) Class(key uint64, label string) Class {
 	d.byKey[key] = idx
 	return Class{idx: idx, gen: d.stats[idx].Load().gen.Load()}
 }
+
+// leastRecentlyUsed returns the class to evict: the one whose latest
+// sub-window with a latency is oldest, then the one looked up longest ago.
+// Record does not touch the registry, so this is what keeps a class whose
+// handle is kept (and looked up once) from looking unused. d.mu is held.
+func (d *Delay) leastRecentlyUsed() uint32 {
+	best, bestSW := uint32(0), int64(math.MaxInt64)
+	for i := range d.keys {
+		cs := d.stats[i].Load()
+		sw := int64(-1)
+		for h := range cs.hists {
+			sw = max(sw, cs.epochs[h].Load())
+		}
+		if sw < bestSW || (sw == bestSW && d.keys[i].used < d.keys[best].used) {
+			best, bestSW = uint32(i), sw
+		}
+	}
+	return best
+}
+
+// Stale tells whether c no longer names a class (it was forgotten to make
+// room for another): look the class up again. The zero Class is not stale.
+func (d *Delay) Stale(c Class) bool { return c.gen != 0 && d.load(c) == nil }
 
 // reset empties the statistics and makes older handles stale. A Record
 // racing with it may leave one stale sample behind.

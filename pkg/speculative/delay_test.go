@@ -223,14 +223,14 @@ func TestDelayClassesLRU(t *testing.T) {
 	if again := d.Class(1, "ignored"); again != a {
 		t.Fatalf("Class(1) again = %v; want %v", again, a)
 	}
-	d.Record(b, 10*time.Millisecond, now)
-	// Key 1 was looked up last, so key 2 is the least recently used.
+	// None has a latency yet, and key 1 was looked up again: key 2 is the
+	// least recently used.
 	e := d.Class(4, "e")
 	if e.idx != b.idx || e == b {
 		t.Fatalf("new class %v did not take the LRU slot of %v", e, b)
 	}
-	if _, ok := d.Get(b, now); ok {
-		t.Error("a stale handle still gets a delay")
+	if _, ok := d.Get(b, now); ok || !d.Stale(b) || d.Stale(a) || d.Stale(Class{}) {
+		t.Error("a stale handle still gets a delay, or Stale is wrong")
 	}
 	d.Record(b, 10*time.Millisecond, now) // ignored
 	if _, ok := d.Get(e, now.Add(time.Millisecond)); ok {
@@ -245,6 +245,18 @@ func TestDelayClassesLRU(t *testing.T) {
 	}
 	if _, ok := d.Get(Class{}, now); ok {
 		t.Error("the zero Class gets a delay")
+	}
+	// Latencies count as use: a handle kept and recorded into, never looked
+	// up again, outlives classes looked up later but idle.
+	d.Record(c, time.Millisecond, now.Add(20*time.Second))
+	d.Class(1, "a")
+	d.Class(4, "e")
+	f := d.Class(5, "f")
+	if f.idx == c.idx || d.Stale(c) {
+		t.Errorf("class c, recorded into last, was evicted")
+	}
+	if !d.Stale(a) && !d.Stale(e) {
+		t.Errorf("neither idle class was evicted")
 	}
 	d.Record(Class{}, time.Second, now) // no panic, no effect
 	d.Record(Class{idx: 99, gen: 1}, time.Second, now)

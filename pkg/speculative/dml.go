@@ -21,9 +21,19 @@ import "strings"
 //   - a form the parser does not recognize.
 //
 // Set and map additions and removals, overwrites, UDT field updates and
-// deletions of whole rows, columns, map keys and UDT fields are idempotent.
-// USING TIMESTAMP and USING TTL change none of this; in particular a list
-// append with a fixed timestamp is still treated as not idempotent.
+// deletions of whole rows, columns, map keys and UDT fields are idempotent,
+// with one exception that depends on timestamps: overwriting a whole
+// non-frozen list (l = [1, 2], an INSERT of a list value) writes a
+// tombstone at the write's timestamp minus one and cells whose names are
+// timeuuids made afresh by each coordinator. Two copies with different
+// timestamps leave one list (the later tombstone covers the earlier
+// cells); two copies with the same timestamp leave the list twice (measured
+// on Cassandra 5.0.4: [1, 2] became [1, 2, 1, 2]). So a list overwrite with
+// USING TIMESTAMP is not idempotent, and one without it is idempotent only
+// if the proxy sends its copies without a common client timestamp
+// (Statement.ListOverwrite). A list literal may be a vector (a single cell,
+// safe), and a bind variable of unknown type may be a list: both are
+// treated as lists. USING TTL changes nothing.
 //
 // Several forms are ambiguous without the schema, which the proxy does not
 // read: in x[k] = v and DELETE x[k], x may be a list (k a position) or a
@@ -50,10 +60,12 @@ func isStructural(word string) bool {
 
 // stmtInfo is what parsing one INSERT, UPDATE or DELETE yields.
 type stmtInfo struct {
-	kind      Kind
-	ks, table string
-	usingTS   bool
-	verdict   Verdict
+	kind          Kind
+	ks, table     string
+	usingTS       bool
+	listOverwrite bool  // may overwrite a whole list (see above)
+	listTok       token // where, for Verdict.Detail
+	verdict       Verdict
 }
 
 // fail records a reason for not being idempotent; the first one wins.
@@ -64,7 +76,61 @@ func (s *stmtInfo) fail(r Reason, detail string) {
 }
 
 func (s *stmtInfo) statement() Statement {
-	return Statement{Kind: s.kind, Keyspace: s.ks, Table: s.table, UsingTimestamp: s.usingTS, Verdict: s.verdict}
+	return Statement{Kind: s.kind, Keyspace: s.ks, Table: s.table, UsingTimestamp: s.usingTS,
+		ListOverwrite: s.listOverwrite, Verdict: s.verdict}
+}
+
+// overwrites records that the term toks may overwrite a whole list.
+func (p *parser) overwrites(toks []token, s *stmtInfo) {
+	if !s.listOverwrite && p.mayBeList(toks) {
+		s.listOverwrite, s.listTok = true, toks[0]
+	}
+}
+
+// checkListTimestamp fails a statement that overwrites a list with a
+// timestamp all its copies share.
+func (p *parser) checkListTimestamp(s *stmtInfo, batchTS bool) {
+	if s.listOverwrite && (s.usingTS || batchTS) {
+		s.fail(ReasonListTimestamp, p.text(s.listTok))
+	}
+}
+
+// mayBeList tells whether a value term may be a whole list: a list literal
+// (or a vector), a bind variable of list or unknown type, a type hint or
+// cast naming a list, or fromJson().
+func (p *parser) mayBeList(term []token) bool {
+	if len(term) == 0 {
+		return false
+	}
+	if p.punct(term, 0, "(") {
+		end := p.matching(term, 0)
+		if end < 0 || p.mentionsList(term[:end]) {
+			return true
+		}
+		if end < len(term) {
+			term = term[end:] // a type hint: (text) ?
+		}
+	}
+	t := term[0]
+	switch {
+	case p.punct(term, 0, "["):
+		return true
+	case t.kind == tkMarker:
+		return p.types == nil || p.types[t.marker] == typeList
+	case (t.kind == tkIdent || t.kind == tkQIdent) && p.punct(term, 1, "("):
+		name := p.text(t)
+		return strings.EqualFold(name, "fromjson") || strings.EqualFold(name, "from_json") || p.mentionsList(term)
+	}
+	return false
+}
+
+func (p *parser) mentionsList(toks []token) bool {
+	for i := range toks {
+		if p.kw(toks, i, "LIST") {
+			return true
+		}
+	}
+	return false
 }
 
 // dml classifies a lone INSERT, UPDATE or DELETE.
@@ -92,6 +158,7 @@ func (p *parser) write(toks []token) stmtInfo {
 		// A reason found before the parser gave up is the more telling one.
 		s.fail(ReasonUnparsable, "")
 	}
+	p.checkListTimestamp(&s, false)
 	return s
 }
 
@@ -118,12 +185,24 @@ func (p *parser) insert(toks []token, s *stmtInfo) bool {
 			return false
 		}
 		p.checkFuncs(toks[i+1:end], s)
+		for j := i + 2; j < end-1; {
+			k := p.regionEnd(toks[:end-1], j, true)
+			if k < 0 || k == j {
+				return false
+			}
+			p.overwrites(toks[j:k], s)
+			j = k + 1
+		}
 		i = end
 	case p.kw(toks, i, "JSON"):
-		// The JSON document overwrites the columns it names (a list in it
-		// replaces the list), so it is idempotent.
+		// The JSON document overwrites the columns it names, so it is
+		// idempotent, but an array in it may be a whole list (or the
+		// document may hold one, when it is a bind variable).
 		if i+1 >= len(toks) || !(toks[i+1].kind == tkString || toks[i+1].kind == tkMarker) {
 			return false
+		}
+		if doc := toks[i+1]; doc.kind == tkMarker || strings.IndexByte(p.text(doc), '[') >= 0 {
+			s.listOverwrite, s.listTok = true, doc // a JSON array may be a list
 		}
 		i += 2
 		if p.kw(toks, i, "DEFAULT") {
@@ -360,7 +439,8 @@ func (p *parser) setExpr(colTok token, col string, rhs []token, s *stmtInfo) boo
 	}
 	switch {
 	case ref < 0:
-		return true // an overwrite
+		p.overwrites(rhs, s)
+		return true
 	case ref == 0 && len(rhs) >= 3 && rhs[1].kind == tkPunct && (p.text(rhs[1]) == "+" || p.text(rhs[1]) == "-"):
 		p.sameColumn(rhs[0], col, s)
 		p.addend(p.q[rhs[1].start], rhs[2:], colTok, s)
@@ -621,6 +701,7 @@ func (p *parser) batch(toks []token) Statement {
 			return bad(i)
 		}
 		child := p.write(toks[i:end])
+		p.checkListTimestamp(&child, batchTS)
 		if p.rules.has() {
 			c := child.statement()
 			if v, ok := p.rules.match(&c, p.q, toks[i:end]); ok {
@@ -631,6 +712,7 @@ func (p *parser) batch(toks []token) Statement {
 			st.Verdict = child.verdict
 		}
 		allTS = allTS && child.usingTS
+		st.ListOverwrite = st.ListOverwrite || child.listOverwrite
 		if children == 0 {
 			st.Keyspace, st.Table = child.ks, child.table
 		} else if st.Keyspace != child.ks || st.Table != child.table {

@@ -53,7 +53,7 @@ func requireCassandra(t *testing.T) *cassandratest.Cluster {
 	if !shared.tried {
 		shared.tried = true
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		shared.c, shared.cleanup, shared.err = cassandratest.Shared(ctx, "single", cassandratest.Options{})
+		shared.c, shared.cleanup, shared.err = cassandratest.Shared(ctx, "single", cassandratest.Options{Addresses: []string{"127.0.10.1"}})
 		cancel()
 	}
 	if shared.err != nil {

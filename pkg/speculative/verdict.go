@@ -48,6 +48,7 @@ const (
 	ReasonListAppend                     // l = l + [...], l += ..., l = l + ? with a list bind type
 	ReasonListPrepend                    // l = [...] + l
 	ReasonListIndex                      // DELETE l[i], l[i] = null (deleting by position)
+	ReasonListTimestamp                  // a whole list overwritten with USING TIMESTAMP: twice stores it twice
 	ReasonNonDeterministic               // now(), uuid(), currentTimestamp(), ...
 	ReasonUnknownFunction                // a user-defined or unknown function: it may not be deterministic
 	ReasonUnknownType                    // x = x + ? whose bind type is unknown (list or counter would not be idempotent)
@@ -59,7 +60,7 @@ const (
 
 var reasonNames = [numReasons]string{
 	"none", "unparsable", "unknown_statement", "empty", "use", "schema", "auth",
-	"lwt", "counter", "counter_batch", "list_append", "list_prepend", "list_index",
+	"lwt", "counter", "counter_batch", "list_append", "list_prepend", "list_index", "list_overwrite_timestamp",
 	"non_deterministic_function", "unknown_function", "unknown_bind_type",
 	"override", "payload", "serial_read",
 }
@@ -102,6 +103,16 @@ type Statement struct {
 	// each statement), so a client-side timestamp set by the proxy would be
 	// ignored for it.
 	UsingTimestamp bool
+	// ListOverwrite is set when the statement may overwrite a whole
+	// non-frozen list (l = [1, 2], an INSERT of a list value, a bind
+	// variable of list or unknown type in such a place, INSERT JSON with an
+	// array). Such a write is idempotent only when its copies have different
+	// timestamps: two copies with the same one store the list twice. So for
+	// it the proxy must not give hedged copies a common client timestamp,
+	// and must not hedge a request that carries one (the default timestamp
+	// flag of QUERY, EXECUTE or BATCH). With USING TIMESTAMP the statement
+	// is not idempotent (ReasonListTimestamp).
+	ListOverwrite bool
 	// Markers is the number of bind markers (? and :name) in the text, which
 	// is the number of variables Cassandra's PREPARED metadata lists.
 	Markers int

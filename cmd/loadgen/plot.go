@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"os"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// writePlot draws throughput (top) and p50/p99 latency (bottom) over time
+// from a timeline into a PNG file.
+func writePlot(path, title string, tl []timelinePoint) error {
+	if len(tl) == 0 {
+		return fmt.Errorf("plot %s: no interval was recorded (the run was shorter than --interval)", path)
+	}
+	ops := make(plotter.XYs, len(tl))
+	p50 := make(plotter.XYs, len(tl))
+	p99 := make(plotter.XYs, len(tl))
+	for i, p := range tl {
+		ops[i] = plotter.XY{X: p.T, Y: p.Throughput}
+		p50[i] = plotter.XY{X: p.T, Y: float64(p.P50) / 1000}
+		p99[i] = plotter.XY{X: p.T, Y: float64(p.P99) / 1000}
+	}
+
+	top := plot.New()
+	top.Title.Text = title
+	top.Y.Label.Text = "successful ops/s"
+	top.Y.Min = 0
+	top.X.Min = 0
+	if err := addLine(top, ops, "", color.RGBA{B: 200, A: 255}); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+
+	bottom := plot.New()
+	bottom.X.Label.Text = "seconds since start (warm-up included)"
+	bottom.Y.Label.Text = "latency (ms)"
+	bottom.Y.Min = 0
+	bottom.X.Min = 0
+	bottom.Legend.Top = true
+	if err := addLine(bottom, p50, "p50", color.RGBA{G: 150, A: 255}); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	if err := addLine(bottom, p99, "p99", color.RGBA{R: 200, A: 255}); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+
+	img := vgimg.New(vg.Points(900), vg.Points(600))
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: vg.Points(6), PadBottom: vg.Points(6),
+		PadLeft: vg.Points(6), PadRight: vg.Points(12), PadY: vg.Points(12)}
+	plots := [][]*plot.Plot{{top}, {bottom}}
+	canvases := plot.Align(plots, tiles, dc)
+	for i := range plots {
+		plots[i][0].Draw(canvases[i][0])
+	}
+
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return nil
+}
+
+func addLine(p *plot.Plot, xys plotter.XYs, name string, c color.Color) error {
+	l, err := plotter.NewLine(xys)
+	if err != nil {
+		return err
+	}
+	l.Color = c
+	l.Width = vg.Points(1.5)
+	p.Add(l)
+	if name != "" {
+		p.Legend.Add(name, l)
+	}
+	return nil
+}

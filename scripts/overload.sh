@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# overload.sh - the overload experiment (`make overload`; not part of CI): measure the capacity of
+# one Cassandra node through cqlgate with a closed loop, then offer open-loop load at 1x, 2x, 5x and
+# 10x that capacity through the proxy and report, for each step: goodput against the peak, the
+# admitted requests' p99 against the unloaded p99, the p99 of the OVERLOADED answers, and the
+# proxy's RSS growth per queued request.
+#
+# Run `scripts/overload.sh --help` for usage.
+set -euo pipefail
+
+readonly PROG=${0##*/}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+readonly REPO
+
+readonly CASSANDRA_ADDR=${OVERLOAD_CASSANDRA_ADDR:-127.0.10.1}
+readonly CASSANDRA_CQL=$CASSANDRA_ADDR:9042
+readonly CASSANDRA_DIR=${OVERLOAD_CASSANDRA_DIR:-/tmp/cqlgate-overload}
+readonly LISTEN=${OVERLOAD_PROXY_LISTEN:-127.0.0.1:19044}
+readonly ADMIN=${OVERLOAD_PROXY_ADMIN:-127.0.0.1:19182}
+readonly PROXY_FLAGS=${OVERLOAD_PROXY_FLAGS:---queue-max-wait 100ms}
+readonly MULTIPLES=${OVERLOAD_MULTIPLES:-1 2 5 10}
+readonly DURATION=${OVERLOAD_DURATION:-10s}
+readonly WARMUP=${OVERLOAD_WARMUP:-2s}
+readonly WORKERS=${OVERLOAD_WORKERS:-128}
+readonly MAX_IN_FLIGHT=${OVERLOAD_MAX_IN_FLIGHT:-4096}
+readonly KEYSPACE=${OVERLOAD_KEYSPACE:-cqlgate_overload}
+
+usage() {
+  cat <<USAGE
+$PROG - offer 1x..10x a node's capacity through cqlgate and see what the limiter makes of it
+
+Usage: $PROG [--help]
+
+Starts Cassandra on $CASSANDRA_CQL (scripts/cassandra-local.sh, dir $CASSANDRA_DIR) unless something
+already answers there, builds ./cmd/proxy and ./cmd/loadgen, loads $KEYSPACE.kv, and starts the
+proxy on $LISTEN (admin $ADMIN) with: $PROXY_FLAGS
+(the rest at defaults: fixed limit of 1024 in flight per node, a queue of 131,072 requests,
+CoDel target of half the max wait). The proxy is restarted for every step, so that each starts
+from the same memory. Steps:
+  capacity   closed loop, $WORKERS workers, $DURATION: the peak goodput
+  unloaded   open loop at a tenth of the peak: the unloaded p99
+  Nx         open loop at N x the peak for N in: $MULTIPLES ($DURATION each, at most
+             $MAX_IN_FLIGHT requests in flight)
+Latencies of admitted requests are service times (send to answer); the open loop's latency
+from the intended start is shown beside them, and a step in which loadgen fell behind its
+schedule says so. Each step's JSON report is kept under \$OVERLOAD_OUT (default: a temporary
+directory, removed at exit).
+
+Environment: OVERLOAD_MULTIPLES, OVERLOAD_DURATION (10s), OVERLOAD_WARMUP (2s), OVERLOAD_WORKERS
+(128), OVERLOAD_MAX_IN_FLIGHT (4096), OVERLOAD_PROXY_FLAGS ("--queue-max-wait 100ms"),
+OVERLOAD_CASSANDRA_ADDR, OVERLOAD_CASSANDRA_DIR, OVERLOAD_PROXY_LISTEN, OVERLOAD_PROXY_ADMIN,
+OVERLOAD_KEYSPACE, OVERLOAD_OUT, OVERLOAD_PROXY_BIN (a proxy binary to use instead of building
+./cmd/proxy), KEEP_CASSANDRA=1. Needs go, curl and jq.
+
+Targets: goodput >= 95% of the peak; admitted p99 <= 2x the unloaded p99; OVERLOADED p99
+<= 1 ms; proxy memory <= ~1 KiB per queued request.
+USAGE
+}
+
+note() { echo "$PROG: $*" >&2; }
+die() { echo "$PROG: error: $*" >&2; exit 1; }
+
+case ${1:-} in
+  -h|--help) usage; exit 0;;
+  "") ;;
+  *) die "unknown argument '$1' (see --help)";;
+esac
+for tool in go curl jq; do
+  command -v "$tool" >/dev/null || die "$tool is not on PATH"
+done
+
+workdir=""
+proxy_pid=""
+started_cassandra=0
+out=${OVERLOAD_OUT:-}
+
+stop_proxy() {
+  if [[ -n $proxy_pid ]] && kill -0 "$proxy_pid" 2>/dev/null; then
+    kill -TERM "$proxy_pid" 2>/dev/null || true
+    local i
+    for ((i = 0; i < 100; i++)); do
+      kill -0 "$proxy_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$proxy_pid" 2>/dev/null || true
+    wait "$proxy_pid" 2>/dev/null || true
+  fi
+  proxy_pid=""
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  stop_proxy
+  if [[ $started_cassandra == 1 && ${KEEP_CASSANDRA:-0} != 1 ]]; then
+    note "stopping Cassandra"
+    "$REPO/scripts/cassandra-local.sh" stop --dir "$CASSANDRA_DIR" || rc=1
+  fi
+  if [[ -n $workdir ]]; then
+    rm -rf -- "$workdir"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+cd "$REPO"
+if port_open "$CASSANDRA_ADDR" 9042; then
+  note "Cassandra already answers on $CASSANDRA_CQL; using it (and leaving it running)"
+else
+  started_cassandra=1
+  "$REPO/scripts/cassandra-local.sh" start --nodes 1 --addresses "$CASSANDRA_ADDR" --dir "$CASSANDRA_DIR" >&2
+fi
+
+workdir=$(mktemp -d "${TMPDIR:-/tmp}/cqlgate-overload.XXXXXX")
+if [[ -z $out ]]; then
+  out=$workdir
+fi
+mkdir -p "$out"
+note "building proxy and loadgen into $workdir"
+if [[ -n ${OVERLOAD_PROXY_BIN:-} ]]; then
+  [[ -x $OVERLOAD_PROXY_BIN ]] || die "OVERLOAD_PROXY_BIN=$OVERLOAD_PROXY_BIN is not executable"
+  ln -s "$(cd "$(dirname "$OVERLOAD_PROXY_BIN")" && pwd)/$(basename "$OVERLOAD_PROXY_BIN")" "$workdir/proxy"
+else
+  go build -o "$workdir/proxy" ./cmd/proxy
+fi
+go build -o "$workdir/loadgen" ./cmd/loadgen
+
+start_proxy() {
+  if port_open "${LISTEN%:*}" "${LISTEN##*:}"; then
+    die "something already listens on $LISTEN"
+  fi
+  # shellcheck disable=SC2086 # PROXY_FLAGS is a list of flags
+  "$workdir/proxy" --listen "$LISTEN" --contact-points "$CASSANDRA_CQL" --admin-listen "$ADMIN" \
+    --log-level warn $PROXY_FLAGS >>"$workdir/proxy.log" 2>&1 &
+  proxy_pid=$!
+  local deadline=$((SECONDS + 30))
+  until port_open "${LISTEN%:*}" "${LISTEN##*:}" &&
+    curl -fsS -o /dev/null --max-time 2 "http://$ADMIN/readyz" 2>/dev/null; do
+    kill -0 "$proxy_pid" 2>/dev/null || { tail -n 20 "$workdir/proxy.log" >&2; die "the proxy exited"; }
+    ((SECONDS < deadline)) || die "the proxy was not ready within 30 s"
+    sleep 0.2
+  done
+}
+
+# step NAME LOADGEN-RUN-FLAGS...: restart the proxy, run loadgen through it, keep the JSON report.
+step() {
+  local name=$1
+  shift
+  stop_proxy
+  start_proxy
+  note "step $name: loadgen run $*"
+  "$workdir/loadgen" run --hosts "$LISTEN" --keyspace "$KEYSPACE" --warmup "$WARMUP" --duration "$DURATION" \
+    --proxy-metrics "http://$ADMIN/metrics" --proxy-pid "$proxy_pid" --interval 250ms --json "$@" >"$out/$name.json"
+}
+
+"$workdir/loadgen" setup --hosts "$CASSANDRA_CQL" --keyspace "$KEYSPACE" --rows 10000
+
+step capacity --workers "$WORKERS"
+peak=$(jq -r '.target.throughput_ops_s | floor' "$out/capacity.json")
+((peak > 0)) || die "the capacity step completed no request"
+note "capacity through the proxy: $peak ops/s"
+step unloaded --rate $((peak / 10 > 0 ? peak / 10 : 1)) --max-in-flight "$MAX_IN_FLIGHT"
+for m in $MULTIPLES; do
+  step "${m}x" --rate $((peak * m)) --max-in-flight "$MAX_IN_FLIGHT"
+done
+
+unloaded_p99=$(jq -r '.target.service_time_us.p99' "$out/unloaded.json")
+echo
+echo "peak (closed loop, $WORKERS workers): $peak ops/s; unloaded p99 (open loop at $((peak / 10))/s): ${unloaded_p99} µs"
+echo "proxy: $PROXY_FLAGS (other settings default); $DURATION per step"
+echo
+printf '%-5s %8s %8s %7s %10s %7s %10s %10s %9s %8s %10s %8s %s\n' \
+  step offered goodput "of peak" "p99 µs" "x unld" "p99 CO µs" overloaded "OL p99" "queue" "rss +MiB" "B/queued" "loadgen"
+for m in $MULTIPLES; do
+  jq -r --arg step "${m}x" --argjson peak "$peak" --argjson unloaded "$unloaded_p99" '
+    .target as $t | .proxy as $p |
+    ($p.gauges["cqlgate_limiter_queue_depth"].peak // 0) as $q |
+    ($p.rss_peak_bytes - $p.rss_before_bytes) as $grow |
+    [$step, .settings.rate, ($t.throughput_ops_s | floor),
+     ("\($t.throughput_ops_s / $peak * 100 | floor)%"),
+     $t.service_time_us.p99, ($t.service_time_us.p99 / $unloaded * 100 | round / 100),
+     $t.latency_us.p99, $t.errors.overloaded,
+     (if $t.error_latency_us.overloaded then "\($t.error_latency_us.overloaded.p99)µs" else "-" end),
+     $q, ($grow / 1048576 * 10 | round / 10),
+     (if $q > 0 then ($grow / $q | round) else "-" end),
+     (if $t.schedule.behind then "BEHIND (\($t.schedule.late_requests) late, \($t.schedule.unsent) unsent)"
+      elif $t.loadgen_maybe_bottleneck then "cpu-bound" else "ok" end)]
+    | @tsv' "$out/${m}x.json" |
+    awk -F'\t' '{printf "%-5s %8s %8s %7s %10s %7s %10s %10s %9s %8s %10s %8s %s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13}'
+done
+cat <<NOTE
+
+p99 µs: admitted requests' service time; x unld: that over the unloaded p99; p99 CO µs: the same
+requests from their intended start (includes any lag of the generator); OL p99: service time of
+the OVERLOADED answers; queue: peak of cqlgate_limiter_queue_depth (sampled every 250 ms);
+rss +MiB: peak minus start of the proxy's VmRSS; B/queued: that per request at the queue's peak.
+Targets: of peak >= 95%, x unld <= 2, OL p99 <= 1000µs, B/queued <= ~1024.
+NOTE

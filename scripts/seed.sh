@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# seed.sh - the seed experiment as a benchmark (`make seed`; not part of CI): one gocql session at
+# DEFAULT settings, N goroutines each running K sequential single-row SELECTs of one key (the
+# published program: 50,000 x 200), directly against one Cassandra node and through cqlgate; then
+# 2N goroutines directly and through cqlgate listening on two addresses (gocql then sees two nodes
+# and opens twice the connections). Prints wall time and errors by kind for each run.
+#
+# Run `scripts/seed.sh --help` for usage.
+set -euo pipefail
+
+readonly PROG=${0##*/}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+readonly REPO
+
+readonly CASSANDRA_ADDR=${SEED_CASSANDRA_ADDR:-127.0.10.1}
+readonly CASSANDRA_CQL=$CASSANDRA_ADDR:9042
+readonly CASSANDRA_DIR=${SEED_CASSANDRA_DIR:-/tmp/cqlgate-seed}
+readonly LISTEN1=${SEED_PROXY_LISTEN:-127.0.0.1:19043}
+readonly LISTEN2=${SEED_PROXY_LISTEN2:-127.0.0.2:19043}
+readonly ADMIN=${SEED_PROXY_ADMIN:-127.0.0.1:19181}
+readonly WORKERS=${SEED_WORKERS:-50000}
+readonly QUERIES=${SEED_QUERIES:-200}
+readonly WORKERS_LARGE=${SEED_WORKERS_LARGE:-$((2 * WORKERS))}
+readonly KEYSPACE=${SEED_KEYSPACE:-cqlgate_seed}
+readonly RUNS=${SEED_RUNS:-direct proxy direct-large proxy2-large}
+
+usage() {
+  cat <<EOF
+$PROG - the seed experiment: a flood of goroutines from one gocql client, direct and proxied
+
+Usage: $PROG [--help]
+
+Starts Cassandra on $CASSANDRA_CQL (scripts/cassandra-local.sh, dir $CASSANDRA_DIR) unless something
+already answers there, builds ./cmd/proxy and ./cmd/loadgen, loads $KEYSPACE.kv, and runs
+"loadgen workers" (gocql defaults: 2 connections per host, 11 s timeout, QUORUM):
+  direct        $WORKERS x $QUERIES against $CASSANDRA_CQL
+  proxy         $WORKERS x $QUERIES through cqlgate on $LISTEN1
+  direct-large  $WORKERS_LARGE x $QUERIES against $CASSANDRA_CQL
+  proxy2-large  $WORKERS_LARGE x $QUERIES through cqlgate on $LISTEN1 and $LISTEN2
+The proxy runs with its default settings, is restarted for each run, and its queue depth and
+RSS are sampled (admin $ADMIN). A summary table follows the runs; each run's JSON report is
+kept under \$SEED_OUT (default: a temporary directory, removed at exit).
+
+Environment: SEED_WORKERS (50000), SEED_QUERIES (200), SEED_WORKERS_LARGE (2 x SEED_WORKERS),
+SEED_RUNS (which runs, in order; default "$RUNS"), SEED_PROXY_FLAGS (extra proxy flags),
+SEED_CASSANDRA_ADDR, SEED_CASSANDRA_DIR, SEED_PROXY_LISTEN, SEED_PROXY_LISTEN2, SEED_PROXY_ADMIN,
+SEED_KEYSPACE, SEED_OUT, SEED_PROXY_BIN (a proxy binary to use instead of building ./cmd/proxy),
+KEEP_CASSANDRA=1 (leave a node this script started running).
+Needs go, curl and jq. Memory: 100,000 goroutines with gocql take a few GiB.
+EOF
+}
+
+note() { echo "$PROG: $*" >&2; }
+die() { echo "$PROG: error: $*" >&2; exit 1; }
+
+case ${1:-} in
+  -h|--help) usage; exit 0;;
+  "") ;;
+  *) die "unknown argument '$1' (see --help)";;
+esac
+for tool in go curl jq; do
+  command -v "$tool" >/dev/null || die "$tool is not on PATH"
+done
+
+workdir=""
+proxy_pid=""
+started_cassandra=0
+out=${SEED_OUT:-}
+
+stop_proxy() {
+  if [[ -n $proxy_pid ]] && kill -0 "$proxy_pid" 2>/dev/null; then
+    kill -TERM "$proxy_pid" 2>/dev/null || true
+    local i
+    for ((i = 0; i < 100; i++)); do
+      kill -0 "$proxy_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$proxy_pid" 2>/dev/null || true
+    wait "$proxy_pid" 2>/dev/null || true
+  fi
+  proxy_pid=""
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  stop_proxy
+  if [[ $started_cassandra == 1 && ${KEEP_CASSANDRA:-0} != 1 ]]; then
+    note "stopping Cassandra"
+    "$REPO/scripts/cassandra-local.sh" stop --dir "$CASSANDRA_DIR" || rc=1
+  fi
+  if [[ -n $workdir ]]; then
+    rm -rf -- "$workdir"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+cd "$REPO"
+if port_open "$CASSANDRA_ADDR" 9042; then
+  note "Cassandra already answers on $CASSANDRA_CQL; using it (and leaving it running)"
+else
+  started_cassandra=1
+  "$REPO/scripts/cassandra-local.sh" start --nodes 1 --addresses "$CASSANDRA_ADDR" --dir "$CASSANDRA_DIR" >&2
+fi
+
+workdir=$(mktemp -d "${TMPDIR:-/tmp}/cqlgate-seed.XXXXXX")
+if [[ -z $out ]]; then
+  out=$workdir
+fi
+mkdir -p "$out"
+note "building proxy and loadgen into $workdir"
+if [[ -n ${SEED_PROXY_BIN:-} ]]; then
+  [[ -x $SEED_PROXY_BIN ]] || die "SEED_PROXY_BIN=$SEED_PROXY_BIN is not executable"
+  ln -s "$(cd "$(dirname "$SEED_PROXY_BIN")" && pwd)/$(basename "$SEED_PROXY_BIN")" "$workdir/proxy"
+else
+  go build -o "$workdir/proxy" ./cmd/proxy
+fi
+go build -o "$workdir/loadgen" ./cmd/loadgen
+
+# start_proxy LISTEN[,LISTEN]: start cqlgate with default settings and wait until it is ready.
+start_proxy() {
+  local listen=$1 first=${1%%,*}
+  if port_open "${first%:*}" "${first##*:}"; then
+    die "something already listens on $first"
+  fi
+  # shellcheck disable=SC2086 # SEED_PROXY_FLAGS is a list of flags
+  "$workdir/proxy" --listen "$listen" --contact-points "$CASSANDRA_CQL" --admin-listen "$ADMIN" \
+    --log-level warn ${SEED_PROXY_FLAGS:-} >>"$workdir/proxy.log" 2>&1 &
+  proxy_pid=$!
+  local deadline=$((SECONDS + 30))
+  until port_open "${first%:*}" "${first##*:}" &&
+    curl -fsS -o /dev/null --max-time 2 "http://$ADMIN/readyz" 2>/dev/null; do
+    kill -0 "$proxy_pid" 2>/dev/null || { tail -n 20 "$workdir/proxy.log" >&2; die "the proxy exited"; }
+    ((SECONDS < deadline)) || die "the proxy was not ready within 30 s"
+    sleep 0.2
+  done
+}
+
+# seed NAME WORKERS HOSTS [LOADGEN FLAGS...]: one run; its JSON report goes to $out/NAME.json.
+seed() {
+  local name=$1 workers=$2 hosts=$3
+  shift 3
+  note "run $name: $workers goroutines x $QUERIES SELECTs via $hosts"
+  "$workdir/loadgen" workers --hosts "$hosts" --keyspace "$KEYSPACE" --rows 1000 \
+    --workers "$workers" --queries "$QUERIES" --interval 5s --json "$@" >"$out/$name.json"
+}
+
+"$workdir/loadgen" setup --hosts "$CASSANDRA_CQL" --keyspace "$KEYSPACE" --rows 1000
+
+for run in $RUNS; do
+  case $run in
+    direct) seed direct "$WORKERS" "$CASSANDRA_CQL";;
+    direct-large) seed direct-large "$WORKERS_LARGE" "$CASSANDRA_CQL";;
+    proxy | proxy2-large)
+      listen=$LISTEN1 workers=$WORKERS
+      if [[ $run == proxy2-large ]]; then
+        listen=$LISTEN1,$LISTEN2 workers=$WORKERS_LARGE
+      fi
+      start_proxy "$listen"
+      seed "$run" "$workers" "$listen" --proxy-metrics "http://$ADMIN/metrics" --proxy-pid "$proxy_pid"
+      stop_proxy
+      ;;
+    *) die "unknown run '$run' in SEED_RUNS";;
+  esac
+done
+
+echo
+printf '%-14s %8s %7s %8s %10s %9s %9s  %s\n' run workers queries "wall s" ok "queue max" "proxy MiB" "errors by kind"
+for run in $RUNS; do
+  jq -r --arg run "$run" '[$run, .settings.workers, .settings.queries, (.wall_s * 100 | round / 100),
+      .target.ops,
+      (if .proxy then (.proxy.gauges["cqlgate_limiter_queue_depth"].peak // "-") else "-" end),
+      (if .proxy then (.proxy.rss_peak_bytes / 1048576 | round) else "-" end),
+      ([.target.errors | to_entries[] | select(.value > 0) | "\(.key)=\(.value)"] | join(" ") | if . == "" then "0" else . end)]
+    | @tsv' "$out/$run.json" |
+    awk -F'\t' '{printf "%-14s %8s %7s %8s %10s %9s %9s  %s\n", $1, $2, $3, $4, $5, $6, $7, $8}'
+done
