@@ -71,13 +71,15 @@ func writeProxyFigures(w io.Writer, p *proxyFigures) {
 	}
 	// Listed, not dropped: a reader can tell "no rejections" from "no
 	// such metric".
+	label := "unchanged (+0)"
 	for len(unchanged) > 0 {
 		line := ""
 		for len(unchanged) > 0 && (line == "" || len(line)+len(unchanged[0]) < 100) {
 			line += strings.TrimPrefix(unchanged[0], "cqlgate_") + " "
 			unchanged = unchanged[1:]
 		}
-		fmt.Fprintf(w, "  unchanged (+0)\t%s\n", strings.TrimSpace(line))
+		fmt.Fprintf(w, "  %s\t%s\n", label, strings.TrimSpace(line))
+		label = ""
 	}
 	for _, k := range sortedKeys(p.Gauges) {
 		g := p.Gauges[k]

@@ -66,11 +66,16 @@ func ExampleConfig(fields []config.Field) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		out, err := yaml.Marshal(map[string]any{f.YAML: v})
-		if err != nil {
+		var out strings.Builder
+		enc := yaml.NewEncoder(&out)
+		enc.SetIndent(2)
+		if err := enc.Encode(map[string]any{f.YAML: v}); err != nil {
 			return "", fmt.Errorf("setting %s: %w", f.Flag, err)
 		}
-		b.Write(out)
+		if err := enc.Close(); err != nil {
+			return "", fmt.Errorf("setting %s: %w", f.Flag, err)
+		}
+		b.WriteString(out.String())
 	}
 	return b.String(), nil
 }

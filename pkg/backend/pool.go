@@ -220,8 +220,15 @@ func (np *NodePool) maintain(ctx context.Context, first chan<- error) {
 					if firstErr == nil {
 						firstErr = err
 					}
-				} else {
-					ok++
+					continue
+				}
+				ok++
+				if first != nil {
+					// The pool is usable with one connection: a client
+					// waiting for it need not wait for every login.
+					np.node.markUp()
+					first <- nil
+					first = nil
 				}
 			}
 			np.mu.Lock()

@@ -93,19 +93,9 @@ func newHedging(cfg config.Config, reg prometheus.Registerer) (*hedging, error) 
 	for _, r := range []string{skipBudget, skipPaused, skipNoPermit, skipNoReplica, skipNotIdempotent, skipWarmingUp} {
 		h.skipped[r] = skipped.WithLabelValues(r)
 	}
-	delays := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "cqlgate_speculative_delay_seconds",
-		Help: "The longest current hedge delay among the statements being tracked (per statement and node, the fastest node's percentile is used).",
-	}, func() float64 {
-		var longest time.Duration
-		for _, cd := range h.delay.Stats() {
-			if cd.OK && cd.Delay > longest {
-				longest = cd.Delay
-			}
-		}
-		return longest.Seconds()
-	})
-	if err := registerAll(reg, h.started, h.won, h.wasted, skipped, delays); err != nil {
+	// Delay per class (keyspace.table), samples, budget and timers.
+	internals := speculative.NewCollector(h.delay, h.budget, h.sched)
+	if err := registerAll(reg, h.started, h.won, h.wasted, skipped, internals); err != nil {
 		h.sched.Stop()
 		return nil, err
 	}
@@ -208,6 +198,10 @@ func (c *client) armHedge(req *request) {
 	if h.maxExtra.Load() == 0 || req.op != frame.OpExecute || req.st == nil {
 		return
 	}
+	if nt := c.p.nodeTable.Load(); nt == nil || nt.upCount < 2 || (req.cands != nil && len(req.cands) < 2) {
+		h.skipped[skipNoReplica].Inc() // no timer for a hedge with nowhere to go
+		return
+	}
 	if !req.idempotent() {
 		h.skipped[skipNotIdempotent].Inc()
 		return
@@ -267,17 +261,15 @@ func (r *request) Hedge(token uint64) {
 	var permit limiter.Permit
 	var conn *backend.Conn
 	var node *backend.Node
+	others := r.otherReplicas()
 	switch {
+	case others == nil:
+		reason = skipNoReplica
 	case h.budget.Paused(now):
 		reason = skipPaused
 	case !h.budget.TryHedge(now):
 		reason = skipBudget
 	default:
-		others := r.otherReplicas()
-		if others == nil {
-			reason = skipNoReplica
-			break
-		}
 		p, ok := r.c.p.limiter.TryAcquire(others)
 		if !ok {
 			reason = skipNoPermit

@@ -30,7 +30,10 @@ func (p *Proxy) newStatement(id []byte, version byte, query, keyspace string, bo
 		}
 	}
 	cs := p.classifier.Classify(query, keyspace, types)
-	st.idempotent = cs.Idempotent
+	// A list overwrite run twice with one timestamp stores the list twice
+	// ([1, 2, 1, 2]): hedged copies share a timestamp, and so does a retry
+	// of a request whose client set one.
+	st.idempotent = cs.Idempotent && !cs.ListOverwrite
 	st.write = cs.Kind == speculative.KindInsert || cs.Kind == speculative.KindUpdate || cs.Kind == speculative.KindDelete
 	st.ownTimestamp = cs.UsingTimestamp
 	if st.routeKS == "" {
@@ -43,8 +46,9 @@ func (p *Proxy) newStatement(id []byte, version byte, query, keyspace string, bo
 // nodeTable is what routing needs to know about every node, indexed by
 // backend.Node.ID; replaced whenever the set of nodes that are up changes.
 type nodeTable struct {
-	up    []bool
-	local []bool // in --local-dc (all true when none is known)
+	upCount int
+	up      []bool
+	local   []bool // in --local-dc (all true when none is known)
 }
 
 func (t *nodeTable) isUp(id int) bool { return id < len(t.up) && t.up[id] }
@@ -65,8 +69,9 @@ func (p *Proxy) setNodeTable(up []*backend.Node) {
 		t.local[n.ID] = dc == "" || n.DataCenter == dc
 	}
 	for _, n := range up {
-		if n.ID < size {
+		if n.ID < size && !t.up[n.ID] {
 			t.up[n.ID] = true
+			t.upCount++
 		}
 	}
 	p.nodeTable.Store(t)
@@ -192,7 +197,8 @@ func (r *request) decideIdempotent() bool {
 		if err != nil {
 			return false
 		}
-		return c.p.classifier.Classify(string(q), *c.keyspace.Load(), nil).Idempotent
+		cs := c.p.classifier.Classify(string(q), *c.keyspace.Load(), nil)
+		return cs.Idempotent && !cs.ListOverwrite
 	case frame.OpBatch:
 		b, err := frame.ParseBatch(c.version, body)
 		if err != nil {
@@ -212,7 +218,8 @@ func (r *request) decideIdempotent() bool {
 				st, found := c.p.prep.get(child.ID)
 				v = found && st.idempotent
 			} else {
-				v = c.p.classifier.Classify(string(child.Query), *c.keyspace.Load(), nil).Idempotent
+				cs := c.p.classifier.Classify(string(child.Query), *c.keyspace.Load(), nil)
+				v = cs.Idempotent && !cs.ListOverwrite
 			}
 			if !v {
 				return false

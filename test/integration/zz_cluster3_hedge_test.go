@@ -192,3 +192,30 @@ func measure(tb testing.TB, s *gocql.Session, workers int, d time.Duration) ([]t
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
 	return all, len(all)
 }
+
+// TestHedgingPausedNode: one node stops (SIGSTOP) for 400 ms of every
+// second, like a node in long GC pauses. Reads see no error, and hedges
+// answer for the requests caught on it.
+func TestHedgingPausedNode(t *testing.T) {
+	c, p, _, s := faultSetup(t, nil)
+	warm := startReads(t, s, 8)
+	time.Sleep(2 * time.Second)
+	warm.finish(t, "warm-up")
+	won := metricSum(t, p.Reg, "cqlgate_speculative_wins_total")
+	load := startReads(t, s, 16)
+	for i := 0; i < 6; i++ {
+		if err := c.PauseNode(faultVictim); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(400 * time.Millisecond)
+		if err := c.ResumeNode(faultVictim); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(600 * time.Millisecond)
+	}
+	load.finish(t, "paused node, hedging on")
+	checkQuiet(t, p)
+	if got := metricSum(t, p.Reg, "cqlgate_speculative_wins_total") - won; got == 0 {
+		t.Errorf("no hedge won while a node paused 400 ms of every second")
+	}
+}
