@@ -185,3 +185,27 @@ func TestDrainFinishesInFlightAndRefusesNew(t *testing.T) {
 	}
 	<-stopped
 }
+
+// TestStreamIDReusedWhileInFlight: a client that sends a second request on
+// a stream id whose first request is still in flight gets both answers on
+// that stream, as from Cassandra itself (the proxy maps each to its own
+// backend stream), and the connection goes on.
+func TestStreamIDReusedWhileInFlight(t *testing.T) {
+	c := singleCluster.get(t)
+	p := startProxy(t, c.Addrs, nil)
+	rc := dialRaw(t, p.Addr, 4)
+	rc.startup(nil)
+	for i := 0; i < 2; i++ {
+		if err := rc.send(frame.AppendQuery(nil, 4, 5, "SELECT keyspace_name FROM system_schema.keyspaces", consistencyOne, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		if f := rc.await(5, 10*time.Second); frame.Opcode(f) != frame.OpResult {
+			t.Errorf("answer %d on the reused stream: %s", i+1, describe(f))
+		}
+	}
+	if rs := rc.mustRows("SELECT release_version FROM system.local"); len(rs.rows) != 1 {
+		t.Errorf("the connection does not go on: %d rows", len(rs.rows))
+	}
+}
