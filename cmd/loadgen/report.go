@@ -73,7 +73,9 @@ import (
 // cqlgate_request_timeouts_total and cqlgate_proxy_errors_total series; a
 // histogram as NAME_count and NAME_sum), gauges (peak and after of the
 // gauges among them, e.g. cqlgate_limiter_queue_depth), sample_errors, and
-// in run also cpu_us_per_req.
+// in run also cpu_us_per_req. In run the probe spans warm-up and window
+// (the CPU per request covers the window only); in compare, the proxy
+// target's measured rounds.
 
 // settings echoes the load's shape into reports.
 type settings struct {

@@ -95,15 +95,15 @@ func runRun(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (errorsS
 	}
 	rep.LoadgenBottleneck = rep.Target.LoadgenBottleneck
 	warnHonesty(stderr, rep.Settings, rep.Target.figures)
-	if cfg.Plot != "" {
-		if err := writePlot(cfg.Plot, "loadgen run: "+describeLoad(rep.Settings), d.timeline); err != nil {
-			return false, err
-		}
-	}
 	if cfg.JSON {
 		err = writeJSON(stdout, rep)
 	} else {
 		err = writeRunTable(stdout, rep)
+	}
+	// The plot comes after the report: a run too short to plot still
+	// reports its figures.
+	if err == nil && cfg.Plot != "" {
+		err = writePlot(cfg.Plot, "loadgen run: "+describeLoad(rep.Settings), d.timeline)
 	}
 	return rep.Target.ErrorsTotal > 0, err
 }

@@ -157,16 +157,14 @@ func runWorkers(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 			}
 		}
 	}
-	if cfg.Plot != "" {
-		title := fmt.Sprintf("loadgen workers: %d goroutines x %d SELECTs", cfg.Workers, cfg.Queries)
-		if err := writePlot(cfg.Plot, title, d.timeline); err != nil {
-			return false, err
-		}
-	}
 	if cfg.JSON {
 		err = writeJSON(stdout, rep)
 	} else {
 		err = writeWorkersTable(stdout, rep)
+	}
+	if err == nil && cfg.Plot != "" {
+		title := fmt.Sprintf("loadgen workers: %d goroutines x %d SELECTs", cfg.Workers, cfg.Queries)
+		err = writePlot(cfg.Plot, title, d.timeline)
 	}
 	return rep.Target.ErrorsTotal > 0, err
 }

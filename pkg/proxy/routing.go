@@ -88,11 +88,15 @@ func (c *client) route(req *request) {
 		return
 	}
 	var id []byte
+	var child frame.BatchChild
 	switch req.op {
 	case frame.OpExecute:
 		id, err = frame.ExecuteID(body)
 	case frame.OpBatch:
-		id, err = firstBatchID(c.version, body)
+		// A batch goes where its first statement's partition lives: for
+		// the usual single-partition batch, that is every statement's.
+		child, err = firstBatchChild(c.version, body)
+		id = child.ID
 	default:
 		return
 	}
@@ -103,8 +107,10 @@ func (c *client) route(req *request) {
 	if !ok {
 		return
 	}
-	req.st = st
-	if len(st.pk) == 0 || req.op != frame.OpExecute {
+	if req.op == frame.OpExecute {
+		req.st = st
+	}
+	if len(st.pk) == 0 {
 		return
 	}
 	topo := c.p.cluster.Topology()
@@ -116,7 +122,12 @@ func (c *client) route(req *request) {
 	if place == nil {
 		return
 	}
-	vals, err := frame.ExecuteValues(c.version, body, st.pk, req.vals[:0])
+	var vals [][]byte
+	if req.op == frame.OpExecute {
+		vals, err = frame.ExecuteValues(c.version, body, st.pk, req.vals[:0])
+	} else {
+		vals, err = child.Values(st.pk, req.vals[:0])
+	}
 	if err != nil {
 		return
 	}
@@ -146,19 +157,19 @@ func pickReplicas(nt *nodeTable, replicas []int, dst []limiter.NodeID) []limiter
 	return dst
 }
 
-// firstBatchID returns the prepared id of a BATCH's first statement, or
-// nil when that statement is a query string.
-func firstBatchID(version byte, body []byte) ([]byte, error) {
+// firstBatchChild returns a BATCH's first statement when it is a prepared
+// one (its ID is nil otherwise).
+func firstBatchChild(version byte, body []byte) (frame.BatchChild, error) {
 	b, err := frame.ParseBatch(version, body)
 	if err != nil {
-		return nil, err
+		return frame.BatchChild{}, err
 	}
 	it := b.Children()
 	child, ok := it.Next()
 	if !ok || child.Kind != frame.BatchChildPrepared {
-		return nil, nil
+		return frame.BatchChild{}, nil
 	}
-	return child.ID, nil
+	return child, nil
 }
 
 // idempotent tells whether running the request twice is safe, so that it
