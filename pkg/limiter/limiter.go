@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,6 +64,8 @@ type Limiter struct {
 
 	reg       prometheus.Registerer
 	collector *collector
+	// nodeName, when set, gives the node label of the metrics (else the id).
+	nodeName atomic.Pointer[func(NodeID) string]
 	queueWait prometheus.Histogram
 
 	// The concurrency argument is a single mutex: every admission, release
@@ -668,3 +671,7 @@ func (l *Limiter) Close() {
 		l.reg.Unregister(l.queueWait)
 	}
 }
+
+// SetNodeName makes the metrics label each node with name(id) instead of
+// its number, e.g. the address the proxy dials, as the backend metrics do.
+func (l *Limiter) SetNodeName(name func(NodeID) string) { l.nodeName.Store(&name) }

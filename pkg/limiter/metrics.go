@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -41,7 +42,8 @@ type Stats struct {
 	Rejected       [numKinds]uint64 // by Kind
 	LimitChanges   uint64
 	DoubleReleases uint64
-	Nodes          []NodeStats // active nodes, and inactive ones with permits out
+	MaxWait        time.Duration // the configured MaxWait
+	Nodes          []NodeStats   // active nodes, and inactive ones with permits out
 }
 
 // Stats returns a snapshot. It allocates; it is meant for scrapes, tests and
@@ -57,6 +59,7 @@ func (l *Limiter) Stats() Stats {
 		Rejected:       l.rejected,
 		LimitChanges:   l.limitChanges,
 		DoubleReleases: l.doubleReleases,
+		MaxWait:        l.cfg.MaxWait,
 	}
 	sum := 0
 	for i := range l.nodes {
@@ -80,6 +83,7 @@ type collector struct {
 	l                                                        *Limiter
 	limit, globalLimit, inFlight, globalInFlight, queueDepth *prometheus.Desc
 	standing, admitted, rejected, limitChanges, doubleRel    *prometheus.Desc
+	maxWait                                                  *prometheus.Desc
 }
 
 func newCollector(l *Limiter) *collector {
@@ -98,11 +102,12 @@ func newCollector(l *Limiter) *collector {
 		rejected:       d("rejected_total", "Requests answered OVERLOADED by the limiter, by reason.", "reason"),
 		limitChanges:   d("limit_changes_total", "Changes of a node's concurrency limit.", "node"),
 		doubleRel:      d("double_releases_total", "Permits released more than once (ignored; a bug)."),
+		maxWait:        d("queue_max_wait_seconds", "The longest a request may wait in the queue (--queue-max-wait), for alerts on queue wait near its bound."),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.limit, c.globalLimit, c.inFlight, c.globalInFlight, c.queueDepth, c.standing, c.admitted, c.rejected, c.limitChanges, c.doubleRel} {
+	for _, d := range []*prometheus.Desc{c.limit, c.globalLimit, c.inFlight, c.globalInFlight, c.queueDepth, c.standing, c.admitted, c.rejected, c.limitChanges, c.doubleRel, c.maxWait} {
 		ch <- d
 	}
 }
@@ -110,8 +115,12 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.l.Stats()
 	g, ctr := prometheus.GaugeValue, prometheus.CounterValue
+	name := c.l.nodeName.Load()
 	for _, n := range s.Nodes {
 		id := strconv.Itoa(int(n.ID))
+		if name != nil {
+			id = (*name)(n.ID)
+		}
 		if n.Active {
 			ch <- prometheus.MustNewConstMetric(c.limit, g, float64(n.Limit), id)
 		}
@@ -131,4 +140,5 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.rejected, ctr, float64(s.Rejected[k]), k.Label())
 	}
 	ch <- prometheus.MustNewConstMetric(c.doubleRel, ctr, float64(s.DoubleReleases))
+	ch <- prometheus.MustNewConstMetric(c.maxWait, g, s.MaxWait.Seconds())
 }

@@ -124,6 +124,17 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (*Proxy,
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
 	p.limiter = lim
+	// Label the limiter's per-node series like the backend's: by address.
+	lim.SetNodeName(func(id limiter.NodeID) string {
+		if p.cluster != nil {
+			for _, n := range p.cluster.Nodes() {
+				if n.ID == int(id) {
+					return n.Addr
+				}
+			}
+		}
+		return strconv.Itoa(int(id))
+	})
 	overrides, err := speculative.ParseOverrides(cfg.SpeculativeIdempotent)
 	if err == nil {
 		p.classifier = speculative.NewClassifier(overrides)
