@@ -59,7 +59,7 @@ func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
 		}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cqlgate_retries_total",
-			Help: "Requests sent again because their backend connection died before they were written.",
+			Help: "Requests sent again to another node: their connection died before they were written, or with an idempotent request in flight, or the node answered OVERLOADED or IS_BOOTSTRAPPING (neither ran the request).",
 		}),
 		timeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cqlgate_request_timeouts_total",

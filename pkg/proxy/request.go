@@ -291,6 +291,9 @@ func (r *request) queueAvoiding(avoid *backend.Node) *backend.Conn {
 			return nil
 		}
 		r.node = np.Node()
+		if r.armed {
+			r.hs.primaryNode.Store(int32(r.node.ID))
+		}
 		err := conn.QueueBy(r.buf.B, r, r.deadline)
 		if err == nil {
 			return conn
