@@ -207,20 +207,17 @@ func (c *client) forward(req *request) {
 }
 
 // class returns the admission queue's priority class for req, from the
-// keyspace it works in: a prepared statement's own, else the client's
-// current one. It runs only when the request has to queue.
+// keyspace it works in: a prepared statement's table's (route found it),
+// else the client's current one. It runs only when the request has to
+// queue.
 func (p *Proxy) class(req *request) int {
 	kw := p.keyspaceWeights.Load()
 	if len(kw.Class) == 0 {
 		return 0
 	}
 	ks := *req.c.keyspace.Load()
-	if req.op == frame.OpExecute {
-		if id, err := frame.ExecuteID(frame.Body(req.buf.B)); err == nil {
-			if st, ok := p.prep.get(id); ok && st.keyspace != "" {
-				ks = st.keyspace
-			}
-		}
+	if st := req.st; st != nil && st.routeKS != "" {
+		ks = st.routeKS // the keyspace of the statement's table
 	}
 	return kw.Class[ks]
 }

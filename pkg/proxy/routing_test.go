@@ -3,6 +3,7 @@ package proxy
 import (
 	"testing"
 
+	"github.com/cqlgate/cqlgate/pkg/config"
 	"github.com/cqlgate/cqlgate/pkg/frame"
 	"github.com/cqlgate/cqlgate/pkg/speculative"
 )
@@ -40,5 +41,29 @@ func TestPayloadVerdict(t *testing.T) {
 	f := payloadFrame(map[string]string{speculative.PayloadKey: "true"})
 	for n := frame.HeaderLen; n < len(f); n++ {
 		payloadVerdict(f[:n]) // truncated: must not panic
+	}
+}
+
+func TestClassFollowsTheStatementsKeyspace(t *testing.T) {
+	p := &Proxy{}
+	kw, err := config.ParseKeyspaceWeights([]string{"orders=8", "analytics=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.keyspaceWeights.Store(&kw)
+	c := &client{p: p}
+	ks := "analytics"
+	c.keyspace.Store(&ks)
+	req := &request{c: c}
+	if got := p.class(req); got != kw.Class["analytics"] {
+		t.Errorf("client keyspace analytics: class %d; want %d", got, kw.Class["analytics"])
+	}
+	req.st = &statement{routeKS: "orders"}
+	if got := p.class(req); got != kw.Class["orders"] {
+		t.Errorf("statement on orders: class %d; want %d", got, kw.Class["orders"])
+	}
+	req.st = &statement{routeKS: "other"}
+	if got := p.class(req); got != 0 {
+		t.Errorf("unlisted keyspace: class %d; want 0", got)
 	}
 }
