@@ -64,7 +64,9 @@ func newHedging(cfg config.Config, reg prometheus.Registerer) (*hedging, error) 
 		Percentile: cfg.SpeculativePercentile,
 		Floor:      cfg.SpeculativeDelayMin,
 		Cap:        cfg.SpeculativeDelayMax,
-		MaxClasses: 1 << 16,
+		// A class is a statement on one node, about 3 KiB: 4096 of them
+		// bound the memory at 13 MiB; the least recently used go first.
+		MaxClasses: 4096,
 	}, nil)
 	if err == nil {
 		h.budget, err = speculative.NewBudget(speculative.BudgetConfig{Ratio: cfg.SpeculativeBudget}, nil)
@@ -135,7 +137,7 @@ func (sh *stmtHedge) class(h *hedging, id int) (speculative.Class, bool) {
 	if id < 0 || id >= maxTrackedNodes {
 		return speculative.Class{}, false
 	}
-	if cs := sh.classes.Load(); cs != nil && id < len(*cs) && (*cs)[id] != (speculative.Class{}) {
+	if cs := sh.classes.Load(); cs != nil && id < len(*cs) && (*cs)[id] != (speculative.Class{}) && !h.delay.Stale((*cs)[id]) {
 		return (*cs)[id], true
 	}
 	sh.mu.Lock()
