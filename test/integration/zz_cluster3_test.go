@@ -108,15 +108,18 @@ func TestClusterDiscoveryAndSpread(t *testing.T) {
 	// Each node served a share of the 3,000 queries over the proxy's
 	// connections. The proxy picks the least-loaded node, so under
 	// concurrency a faster (warmer) node takes more than a third; a node
-	// that was not discovered or not used would serve none.
+	// that was not discovered or not used would serve none (or only the
+	// proxy's own few background requests).
 	for i, a := range c.Addrs {
 		conns, after := proxyRequestsOn(t, a)
 		t.Logf("node %s: %d proxy connections served %d requests", a, conns, after-before[i])
 		if conns == 0 {
 			t.Errorf("node %s: no connection from the proxy in system_views.clients", a)
 		}
-		if got := after - before[i]; got < queries/20 {
-			t.Errorf("node %s: served %d requests from the proxy, want at least %d of the %d", a, got, queries/20, queries)
+		// A node that is slower at the moment (compacting, or starved of
+		// CPU on a busy machine) rightly gets less: at least 1%.
+		if got := after - before[i]; got < queries/100 {
+			t.Errorf("node %s: served %d requests from the proxy, want at least %d of the %d", a, got, queries/100, queries)
 		}
 	}
 }
