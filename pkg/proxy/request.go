@@ -64,8 +64,8 @@ type request struct {
 	st      *statement
 	cands   []limiter.NodeID
 	candBuf [maxReplicas]limiter.NodeID
-	vals    [8][]byte
-	idem    int8 // idemUnknown until idempotent() decides
+	vals    [4][]byte // partition-key components; more grow (rare)
+	idem    int8      // idemUnknown until idempotent() decides
 
 	// Hedging: hs is allocated on first arming and survives pooling;
 	// armed is set when this request's timer was armed; shared once the

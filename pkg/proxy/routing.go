@@ -14,7 +14,7 @@ import (
 
 // maxReplicas bounds the replicas a request considers: RF beyond this is
 // served by the first ones in placement order.
-const maxReplicas = 16
+const maxReplicas = 8
 
 // newStatement builds what the proxy keeps about a prepared statement from
 // its text, the keyspace it was prepared in, and Cassandra's PREPARED
