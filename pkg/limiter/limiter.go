@@ -65,7 +65,7 @@ type Limiter struct {
 	reg       prometheus.Registerer
 	collector *collector
 	// nodeName, when set, gives the node label of the metrics (else the id).
-	nodeName atomic.Pointer[func(NodeID) string]
+	nodeName  atomic.Pointer[func(NodeID) string]
 	queueWait prometheus.Histogram
 
 	// The concurrency argument is a single mutex: every admission, release
