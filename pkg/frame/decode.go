@@ -229,3 +229,54 @@ func EventType(body []byte) (string, error) {
 	}
 	return string(t), nil
 }
+
+// CustomPayloadValue returns the value of key in the custom payload of the
+// request or response frame f (FlagCustomPayload), and whether it is there.
+// It aliases f.
+func CustomPayloadValue(f []byte, key string) ([]byte, bool) {
+	if len(f) < HeaderLen {
+		return nil, false
+	}
+	h := ParseHeader(f)
+	if h.Flags&FlagCustomPayload == 0 {
+		return nil, false
+	}
+	b := f[HeaderLen:]
+	var ok bool
+	if h.Response && h.Flags&FlagTracing != 0 {
+		if len(b) < 16 {
+			return nil, false
+		}
+		b = b[16:]
+	}
+	if h.Response && h.Flags&FlagWarning != 0 {
+		if b, ok = skipStringList(b); !ok {
+			return nil, false
+		}
+	}
+	n, rest, ok := readShort(b)
+	if !ok {
+		return nil, false
+	}
+	for range n {
+		var k []byte
+		if k, rest, ok = readShortBytes(rest); !ok {
+			return nil, false
+		}
+		var l int32
+		if l, rest, ok = readInt(rest); !ok {
+			return nil, false
+		}
+		var v []byte
+		if l > 0 {
+			if int64(len(rest)) < int64(l) {
+				return nil, false
+			}
+			v, rest = rest[:l:l], rest[l:]
+		}
+		if string(k) == key {
+			return v, true
+		}
+	}
+	return nil, false
+}

@@ -243,40 +243,12 @@ func (r *request) decideIdempotent() bool {
 // payloadVerdict reads the client's own idempotency flag from a request's
 // custom payload (speculative.PayloadKey), if it set one.
 func payloadVerdict(f []byte) (idempotent, ok bool) {
-	if len(f) < frame.HeaderLen || frame.ParseHeader(f).Flags&frame.FlagCustomPayload == 0 {
+	v, found := frame.CustomPayloadValue(f, speculative.PayloadKey)
+	if !found {
 		return false, false
 	}
-	b := frame.Body(f)
-	if len(b) < 2 {
-		return false, false
-	}
-	n := int(b[0])<<8 | int(b[1])
-	b = b[2:]
-	for i := 0; i < n; i++ {
-		if len(b) < 2 {
-			return false, false
-		}
-		kl := int(b[0])<<8 | int(b[1])
-		if len(b) < 2+kl+4 {
-			return false, false
-		}
-		key := b[2 : 2+kl]
-		b = b[2+kl:]
-		vl := int(int32(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])))
-		b = b[4:]
-		if vl < 0 {
-			vl = 0
-		}
-		if len(b) < vl {
-			return false, false
-		}
-		if string(key) == speculative.PayloadKey {
-			v, ok := speculative.PayloadVerdict(b[:vl])
-			return v.Idempotent, ok
-		}
-		b = b[vl:]
-	}
-	return false, false
+	verdict, ok := speculative.PayloadVerdict(v)
+	return verdict.Idempotent, ok
 }
 
 // Idempotency of a request, decided lazily.
