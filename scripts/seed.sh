@@ -50,8 +50,8 @@ Needs go, curl and jq. Memory: 100,000 goroutines with gocql take a few GiB.
 EOF
 }
 
-note() { echo "$PROG: $*" >&2; }
-die() { echo "$PROG: error: $*" >&2; exit 1; }
+# shellcheck source=scripts/bench-lib.sh
+source "$REPO/scripts/bench-lib.sh"
 
 case ${1:-} in
   -h|--help) usage; exit 0;;
@@ -62,84 +62,12 @@ for tool in go curl jq; do
   command -v "$tool" >/dev/null || die "$tool is not on PATH"
 done
 
-workdir=""
-proxy_pid=""
-started_cassandra=0
 out=${SEED_OUT:-}
-
-stop_proxy() {
-  if [[ -n $proxy_pid ]] && kill -0 "$proxy_pid" 2>/dev/null; then
-    kill -TERM "$proxy_pid" 2>/dev/null || true
-    local i
-    for ((i = 0; i < 100; i++)); do
-      kill -0 "$proxy_pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$proxy_pid" 2>/dev/null || true
-    wait "$proxy_pid" 2>/dev/null || true
-  fi
-  proxy_pid=""
-}
-
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  stop_proxy
-  if [[ $started_cassandra == 1 && ${KEEP_CASSANDRA:-0} != 1 ]]; then
-    note "stopping Cassandra"
-    "$REPO/scripts/cassandra-local.sh" stop --dir "$CASSANDRA_DIR" || rc=1
-  fi
-  if [[ -n $workdir ]]; then
-    rm -rf -- "$workdir"
-  fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
-
-cd "$REPO"
-if port_open "$CASSANDRA_ADDR" 9042; then
-  note "Cassandra already answers on $CASSANDRA_CQL; using it (and leaving it running)"
-else
-  started_cassandra=1
-  "$REPO/scripts/cassandra-local.sh" start --nodes 1 --addresses "$CASSANDRA_ADDR" --dir "$CASSANDRA_DIR" >&2
-fi
-
-workdir=$(mktemp -d "${TMPDIR:-/tmp}/cqlgate-seed.XXXXXX")
+bench_setup seed "${SEED_PROXY_BIN:-}"
 if [[ -z $out ]]; then
   out=$workdir
 fi
 mkdir -p "$out"
-note "building proxy and loadgen into $workdir"
-if [[ -n ${SEED_PROXY_BIN:-} ]]; then
-  [[ -x $SEED_PROXY_BIN ]] || die "SEED_PROXY_BIN=$SEED_PROXY_BIN is not executable"
-  ln -s "$(cd "$(dirname "$SEED_PROXY_BIN")" && pwd)/$(basename "$SEED_PROXY_BIN")" "$workdir/proxy"
-else
-  go build -o "$workdir/proxy" ./cmd/proxy
-fi
-go build -o "$workdir/loadgen" ./cmd/loadgen
-
-# start_proxy LISTEN[,LISTEN]: start cqlgate with default settings and wait until it is ready.
-start_proxy() {
-  local listen=$1 first=${1%%,*}
-  if port_open "${first%:*}" "${first##*:}"; then
-    die "something already listens on $first"
-  fi
-  # shellcheck disable=SC2086 # SEED_PROXY_FLAGS is a list of flags
-  "$workdir/proxy" --listen "$listen" --contact-points "$CASSANDRA_CQL" --admin-listen "$ADMIN" \
-    --log-level warn ${SEED_PROXY_FLAGS:-} >>"$workdir/proxy.log" 2>&1 &
-  proxy_pid=$!
-  local deadline=$((SECONDS + 30))
-  until port_open "${first%:*}" "${first##*:}" &&
-    curl -fsS -o /dev/null --max-time 2 "http://$ADMIN/readyz" 2>/dev/null; do
-    kill -0 "$proxy_pid" 2>/dev/null || { tail -n 20 "$workdir/proxy.log" >&2; die "the proxy exited"; }
-    ((SECONDS < deadline)) || die "the proxy was not ready within 30 s"
-    sleep 0.2
-  done
-}
 
 # seed NAME WORKERS HOSTS [LOADGEN FLAGS...]: one run; its JSON report goes to $out/NAME.json.
 seed() {
@@ -161,7 +89,8 @@ for run in $RUNS; do
       if [[ $run == proxy2-large ]]; then
         listen=$LISTEN1,$LISTEN2 workers=$WORKERS_LARGE
       fi
-      start_proxy "$listen"
+      # shellcheck disable=SC2086 # SEED_PROXY_FLAGS is a list of flags
+      start_proxy "$listen" ${SEED_PROXY_FLAGS:-}
       seed "$run" "$workers" "$listen" --proxy-metrics "http://$ADMIN/metrics" --proxy-pid "$proxy_pid"
       stop_proxy
       ;;

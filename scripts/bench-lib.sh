@@ -1,0 +1,86 @@
+# bench-lib.sh - what the benchmark scripts (seed.sh, overload.sh) share: cleanup on exit, a local
+# Cassandra node started only if none answers, the binaries, and a proxy started and stopped by
+# pid. Source it after setting PROG, REPO, CASSANDRA_ADDR, CASSANDRA_CQL, CASSANDRA_DIR and ADMIN.
+# shellcheck shell=bash
+
+note() { echo "$PROG: $*" >&2; }
+die() { echo "$PROG: error: $*" >&2; exit 1; }
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+workdir=""
+proxy_pid=""
+started_cassandra=0
+
+# stop_proxy stops the proxy this script started (SIGTERM, then SIGKILL after 10 s).
+stop_proxy() {
+  if [[ -n $proxy_pid ]] && kill -0 "$proxy_pid" 2>/dev/null; then
+    kill -TERM "$proxy_pid" 2>/dev/null || true
+    local i
+    for ((i = 0; i < 100; i++)); do
+      kill -0 "$proxy_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$proxy_pid" 2>/dev/null || true
+    wait "$proxy_pid" 2>/dev/null || true
+  fi
+  proxy_pid=""
+}
+
+bench_cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  stop_proxy
+  if [[ $started_cassandra == 1 && ${KEEP_CASSANDRA:-0} != 1 ]]; then
+    note "stopping Cassandra"
+    "$REPO/scripts/cassandra-local.sh" stop --dir "$CASSANDRA_DIR" || rc=1
+  fi
+  if [[ -n $workdir ]]; then
+    rm -rf -- "$workdir"
+  fi
+  exit "$rc"
+}
+trap bench_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# bench_setup NAME PROXY_BIN: start Cassandra unless something answers on $CASSANDRA_CQL, make
+# $workdir (cqlgate-NAME.XXXXXX) and put the proxy (PROXY_BIN, or built from ./cmd/proxy) and
+# loadgen there.
+bench_setup() {
+  local name=$1 bin=$2
+  cd "$REPO"
+  if port_open "$CASSANDRA_ADDR" 9042; then
+    note "Cassandra already answers on $CASSANDRA_CQL; using it (and leaving it running)"
+  else
+    started_cassandra=1
+    "$REPO/scripts/cassandra-local.sh" start --nodes 1 --addresses "$CASSANDRA_ADDR" --dir "$CASSANDRA_DIR" >&2
+  fi
+  workdir=$(mktemp -d "${TMPDIR:-/tmp}/cqlgate-$name.XXXXXX")
+  note "building proxy and loadgen into $workdir"
+  if [[ -n $bin ]]; then
+    [[ -x $bin ]] || die "proxy binary $bin is not executable"
+    ln -s "$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")" "$workdir/proxy"
+  else
+    go build -o "$workdir/proxy" ./cmd/proxy
+  fi
+  go build -o "$workdir/loadgen" ./cmd/loadgen
+}
+
+# start_proxy LISTEN[,LISTEN] [FLAGS...]: start cqlgate and wait until it is ready.
+start_proxy() {
+  local listen=$1 first=${1%%,*}
+  shift
+  if port_open "${first%:*}" "${first##*:}"; then
+    die "something already listens on $first"
+  fi
+  "$workdir/proxy" --listen "$listen" --contact-points "$CASSANDRA_CQL" --admin-listen "$ADMIN" \
+    --log-level warn "$@" >>"$workdir/proxy.log" 2>&1 &
+  proxy_pid=$!
+  local deadline=$((SECONDS + 30))
+  until port_open "${first%:*}" "${first##*:}" &&
+    curl -fsS -o /dev/null --max-time 2 "http://$ADMIN/readyz" 2>/dev/null; do
+    kill -0 "$proxy_pid" 2>/dev/null || { tail -n 20 "$workdir/proxy.log" >&2; die "the proxy exited"; }
+    ((SECONDS < deadline)) || die "the proxy was not ready within 30 s"
+    sleep 0.2
+  done
+}
