@@ -152,13 +152,20 @@ func (d *driver) window(ctx context.Context, rec *recorder, w time.Duration, byC
 func (d *driver) work(ctx context.Context, id int, rec *recorder, ops int64, claimed *atomic.Int64) {
 	w := d.workload.NewWorker(id)
 	for !rec.done() && ctx.Err() == nil {
-		if ops > 0 && rec.phase.Load() == phaseMeasure && claimed.Add(1) > ops {
-			return
+		// With ops, only the requests claimed in the measure phase count:
+		// one that began in the warm-up and ends after the switch would
+		// make the count one more than asked for.
+		unclaimed := ops > 0
+		if ops > 0 && rec.phase.Load() == phaseMeasure {
+			if claimed.Add(1) > ops {
+				return
+			}
+			unclaimed = false
 		}
 		start := time.Now()
 		err := w.Do(ctx, d.session)
 		took := time.Since(start)
-		rec.record(id, outcome{latency: took, service: took, err: err})
+		rec.record(id, outcome{latency: took, service: took, err: err, unmeasured: unclaimed})
 		if err != nil && failsFast(err) {
 			// Without a pause a worker whose request fails without
 			// leaving the process (no host, no connection) spins and

@@ -64,6 +64,9 @@ type outcome struct {
 	// lag is how late the request was sent (open loop only).
 	lag time.Duration
 	err error
+	// unmeasured keeps a request out of the measure phase's figures even
+	// when it completes in it (closed loop with --ops: it began earlier).
+	unmeasured bool
 }
 
 // recorder collects latencies and errors from many workers. Worker i uses
@@ -141,7 +144,7 @@ func (r *recorder) record(id int, o outcome) {
 		sh.mu.Unlock()
 		return
 	}
-	measuring := phase == phaseMeasure
+	measuring := phase == phaseMeasure && !o.unmeasured
 	if o.lag > lateThreshold {
 		sh.ivLate++
 		if measuring {
