@@ -21,6 +21,7 @@ readonly PROXY_FLAGS=${OVERLOAD_PROXY_FLAGS:---queue-max-wait 100ms}
 readonly MULTIPLES=${OVERLOAD_MULTIPLES:-1 2 5 10}
 readonly DURATION=${OVERLOAD_DURATION:-10s}
 readonly WARMUP=${OVERLOAD_WARMUP:-2s}
+readonly CASSANDRA_WARMUP=${OVERLOAD_CASSANDRA_WARMUP:-20s}
 readonly WORKERS=${OVERLOAD_WORKERS:-128}
 readonly MAX_IN_FLIGHT=${OVERLOAD_MAX_IN_FLIGHT:-4096}
 readonly KEYSPACE=${OVERLOAD_KEYSPACE:-cqlgate_overload}
@@ -46,7 +47,8 @@ from the intended start is shown beside them, and a step in which loadgen fell b
 schedule says so. Each step's JSON report is kept under \$OVERLOAD_OUT (default: a temporary
 directory, removed at exit).
 
-Environment: OVERLOAD_MULTIPLES, OVERLOAD_DURATION (10s), OVERLOAD_WARMUP (2s), OVERLOAD_WORKERS
+Environment: OVERLOAD_MULTIPLES, OVERLOAD_DURATION (10s), OVERLOAD_WARMUP (2s),
+OVERLOAD_CASSANDRA_WARMUP (20s of direct load before the first step), OVERLOAD_WORKERS
 (128), OVERLOAD_MAX_IN_FLIGHT (4096), OVERLOAD_PROXY_FLAGS ("--queue-max-wait 100ms"),
 OVERLOAD_CASSANDRA_ADDR, OVERLOAD_CASSANDRA_DIR, OVERLOAD_PROXY_LISTEN, OVERLOAD_PROXY_ADMIN,
 OVERLOAD_KEYSPACE, OVERLOAD_OUT, OVERLOAD_PROXY_BIN (a proxy binary to use instead of building
@@ -89,6 +91,11 @@ step() {
 }
 
 "$workdir/loadgen" setup --hosts "$CASSANDRA_CQL" --keyspace "$KEYSPACE" --rows 10000
+# A fresh node serves a fraction of its capacity until its JIT has compiled the read path:
+# without this, the capacity step measures the warm-up and every later step looks like more.
+note "warming Cassandra up for $CASSANDRA_WARMUP (direct, $WORKERS workers, not reported)"
+"$workdir/loadgen" run --hosts "$CASSANDRA_CQL" --keyspace "$KEYSPACE" --workers "$WORKERS" \
+  --warmup 0s --duration "$CASSANDRA_WARMUP" --quiet >/dev/null
 
 step capacity --workers "$WORKERS"
 peak=$(jq -r '.target.throughput_ops_s | floor' "$out/capacity.json")

@@ -126,7 +126,7 @@ type Config struct {
 
 	QueueMaxWait time.Duration `flag:"queue-max-wait" env:"CQLGATE_QUEUE_MAX_WAIT" yaml:"queue_max_wait" default:"5s" reload:"true" help:"longest a request waits in the queue before the client gets OVERLOADED; keep it below the drivers' request timeout (gocql 11s) so they get an answer, not a timeout"`
 
-	QueueTarget time.Duration `flag:"queue-target" env:"CQLGATE_QUEUE_TARGET" yaml:"queue_target" default:"0s" reload:"true" help:"CoDel target against standing queues: while every request leaving the queue for --queue-max-wait waited longer than this, those that did are rejected; 0 means --queue-max-wait/2"`
+	QueueTarget time.Duration `flag:"queue-target" env:"CQLGATE_QUEUE_TARGET" yaml:"queue_target" default:"0s" reload:"true" help:"CoDel target against standing queues: once a client connection's queued requests have waited longer than this for an interval (20 times it, at most --queue-max-wait), those that did are rejected, and while it stands, arrivals that would wait over half of it are rejected at once (reason shed); 0 means --queue-max-wait/2"`
 
 	MaxProcs int `flag:"max-procs" env:"CQLGATE_MAX_PROCS" yaml:"max_procs" default:"1" help:"CPU cores the proxy's Go scheduler uses (GOMAXPROCS); 0 uses all. One suits a sidecar: the proxy does not compete with its application, and hand-offs between its goroutines need no cross-core wake-ups"`
 

@@ -5,11 +5,11 @@ import (
 	"sync"
 )
 
-// Buffers are pooled in power-of-two size classes from 512 B to 4 MiB. Larger
+// Buffers are pooled in power-of-two size classes from 128 B to 4 MiB. Larger
 // frames are rare (big result pages, blobs) and are allocated and left to the
 // GC, so a burst of them cannot pin memory in the pools.
 const (
-	minBufShift = 9  // 512 B
+	minBufShift = 7  // 128 B: a queued single-row EXECUTE holds one
 	maxBufShift = 22 // 4 MiB
 
 	// MaxPooledBuf is the largest buffer capacity GetBuf takes from a pool.

@@ -4,8 +4,10 @@ import "testing"
 
 func TestGetBufSizeClasses(t *testing.T) {
 	tests := []struct{ n, wantCap int }{
-		{0, 512},
-		{1, 512},
+		{0, 128},
+		{1, 128},
+		{128, 128},
+		{129, 256},
 		{512, 512},
 		{513, 1024},
 		{100_000, 128 << 10},

@@ -193,3 +193,33 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 		l.Close()
 	}
 }
+
+// BenchmarkShed is the cost of turning an arrival away while the queue
+// stands: the answer the proxy gives at 10x its capacity, so it must stay
+// far below the cost of a request Cassandra serves.
+func BenchmarkShed(b *testing.B) {
+	l := benchLimiter(b, Config{NodeLimit: 1, MaxWait: time.Second, QueueTarget: 10 * time.Millisecond}, 1)
+	hold := &benchWaiter{}
+	l.Acquire(hold, 1, 0, nil, time.Time{})
+	queued := make([]benchWaiter, 100)
+	for i := range queued {
+		l.Acquire(&queued[i], 1, 0, nil, time.Time{})
+	}
+	l.mu.Lock()
+	l.rate = 1e-6 // 1000 admissions a second: 100 queued wait 100ms
+	l.mu.Unlock()
+	w := &benchWaiter{}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.mu.Lock()
+		l.q.lastDrop = l.now() // keep the queue standing without the sweeper
+		l.mu.Unlock()
+		l.Acquire(w, 1, 0, nil, time.Time{})
+		if w.ok {
+			b.Fatal("admitted while the queue stands")
+		}
+	}
+	if l.Stats().Rejected[Shed] == 0 {
+		b.Fatal("nothing shed")
+	}
+}

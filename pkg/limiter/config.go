@@ -86,9 +86,17 @@ type Config struct {
 	// QueueTarget or less, or the queue empties. Bursts that drain within
 	// QueueInterval are served in full.
 	//
-	// QueueTarget defaults to MaxWait/4 and QueueInterval to MaxWait, so a
-	// closed-loop client whose requests wait less than a quarter of MaxWait
-	// is never touched; a negative QueueTarget disables the policy.
+	// While any flow's queue stood within the last QueueInterval, arrivals
+	// whose predicted wait (from their round-robin position and the rate
+	// the queue drains at) is over QueueTarget/2 are turned away at once
+	// (Shed) instead of queueing only to be dropped later: under sustained
+	// overload the answers stay fast and the admitted requests wait about
+	// half the target.
+	//
+	// QueueTarget defaults to MaxWait/4 and QueueInterval to 20 times the
+	// target (CoDel's ratio), at most MaxWait, so a closed-loop client whose
+	// requests wait less than a quarter of MaxWait is never touched; a
+	// negative QueueTarget disables the policy.
 	QueueTarget, QueueInterval time.Duration
 
 	// ClassWeights gives each priority class (the class argument of Acquire)
@@ -189,7 +197,11 @@ func (c Config) normalized() (Config, error) {
 		c.QueueTarget = -1
 	}
 	if c.QueueInterval == 0 {
+		// CoDel's own ratio (5ms target, 100ms interval), within MaxWait.
 		c.QueueInterval = c.MaxWait
+		if c.QueueTarget > 0 {
+			c.QueueInterval = min(c.MaxWait, 20*c.QueueTarget)
+		}
 	}
 	if c.TickInterval == 0 {
 		c.TickInterval = DefaultTickInterval

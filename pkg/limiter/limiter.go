@@ -20,6 +20,7 @@ package limiter
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -85,8 +86,16 @@ type Limiter struct {
 	freeSlots   []uint32
 	q           queue
 
-	admitted       uint64
-	rejected       [numKinds]uint64
+	admitted uint64
+	rejected [numKinds]uint64
+
+	// rate is the admissions per ns, smoothed over about rateTau, as of
+	// rateAt when admitted was rateAdmitted: with every permit busy it is
+	// the rate at which the queue drains.
+	rate         float64
+	rateAt       int64
+	rateAdmitted uint64
+
 	limitChanges   uint64
 	doubleReleases uint64
 
@@ -280,6 +289,16 @@ func (l *Limiter) Acquire(w Waiter, flow uint64, class int, candidates []NodeID,
 	if class < 0 || class >= len(l.cfg.ClassWeights) {
 		class = 0
 	}
+	// Half the target: predictions are rough, and an arrival predicted
+	// just under the target that then waits just over it would be dropped
+	// after its wait, which is what shedding is there to avoid.
+	if l.q.shed(flow, int32(class), now, int64(l.cfg.QueueInterval), l.rate, int64(l.cfg.QueueTarget/2)) {
+		l.rejected[Shed]++
+		r := Reason{Kind: Shed, Limit: int64(l.cfg.QueueTarget)}
+		l.mu.Unlock()
+		w.Rejected(r)
+		return
+	}
 	wasQueued := l.q.n > 0
 	l.q.push(w, candidates, flow, int32(class), now, dl, byCaller)
 	if !wasQueued {
@@ -288,6 +307,25 @@ func (l *Limiter) Acquire(w Waiter, flow uint64, class int, candidates []NodeID,
 		return
 	}
 	l.drainLocked(now)
+}
+
+// rateTau is the time constant of the admission rate's smoothing: long
+// enough to even out ticks, short enough to follow a node slowing down.
+const rateTau = 100 * time.Millisecond
+
+// updateRateLocked folds the admissions since the last update into rate.
+func (l *Limiter) updateRateLocked(now int64) {
+	dt := now - l.rateAt
+	if dt <= 0 {
+		return
+	}
+	inst := float64(l.admitted-l.rateAdmitted) / float64(dt)
+	if l.rateAt == 0 {
+		l.rate = inst
+	} else {
+		l.rate += (inst - l.rate) * (1 - math.Exp(-float64(dt)/float64(rateTau)))
+	}
+	l.rateAt, l.rateAdmitted = now, l.admitted
 }
 
 // TryAcquire returns a permit on the least loaded of candidates (nil means
@@ -462,7 +500,7 @@ func (l *Limiter) stepLocked(now int64) (action, bool) {
 				continue
 			}
 			waited := now - e.enq
-			if q.codel(now, waited, int64(l.cfg.QueueTarget), int64(l.cfg.QueueInterval)) {
+			if q.codel(fi, now, waited, int64(l.cfg.QueueTarget), int64(l.cfg.QueueInterval)) {
 				return l.rejectLocked(ei, Reason{Kind: StandingQueue, Limit: int64(l.cfg.QueueTarget)}), true
 			}
 			a := action{w: e.w, waited: waited}
@@ -509,6 +547,7 @@ func (l *Limiter) Sweep() {
 		return
 	}
 	now := l.now()
+	l.updateRateLocked(now)
 	buf := l.expireDueLocked(now, l.sweepBuf[:0])
 	if l.cfg.Adaptive {
 		l.adaptLocked(now)

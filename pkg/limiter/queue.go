@@ -39,6 +39,16 @@ type flowQ struct {
 	n            int32
 	head, tail   int32 // entries
 	rprev, rnext int32 // the class's ring of backlogged flows; rnext links the free list
+
+	// CoDel state, per flow as in fq_codel: with one state for the whole
+	// queue, a quiet flow's short waits (round robin serves it first)
+	// would keep resetting it while a greedy flow's queue stood. firstAbove
+	// is when the flow's waits may be called standing (0 while the last
+	// was below target); dropping is CoDel's state; lastDrop is when the
+	// flow last had a request turned away (0 = never). The state goes with
+	// the flow when its queue empties.
+	firstAbove, lastDrop int64
+	dropping             bool
 }
 
 type classQ struct {
@@ -63,12 +73,10 @@ type queue struct {
 	tick     int64   // ns per bucket
 	lastTick int64   // the last tick swept
 
-	// CoDel state: firstAbove is when the waits may be called standing
-	// (0 while the last wait was below target); dropping is CoDel's state;
-	// lastDrop is when it last turned a request away (0 = never).
-	firstAbove int64
-	dropping   bool
-	lastDrop   int64
+	// lastDrop is when a request of any flow was last turned away as part
+	// of a standing queue (0 = never). Within an interval of it the queue
+	// is overloaded: arrivals are shed (see shed).
+	lastDrop int64
 }
 
 func (q *queue) init(weights []int, tick, horizon, now int64) {
@@ -219,9 +227,6 @@ func (q *queue) remove(ei int32) {
 	}
 	*e = entry{next: q.freeEntry}
 	q.freeEntry = ei
-	if q.n == 0 {
-		q.firstAbove, q.dropping = 0, false
-	}
 }
 
 func ceilDiv(a, b int64) int64 {
@@ -282,39 +287,68 @@ func (q *queue) currentClass() int {
 	return none // unreachable: q.n > 0 means some class has waiters
 }
 
-// codel updates the CoDel state with the wait of a request leaving the
-// queue and reports whether it must be rejected as part of a standing
-// queue. It follows CoDel (Nichols and Jacobson, RFC 8289) without its
-// drop-rate control law: while dropping, every request that waited more
-// than target is turned away, because a request is not a packet whose loss
-// makes a sender back off; each drop costs a client an error, so only the
-// requests that waited too long are dropped. As in CoDel, a queue that
-// stood less than an interval ago gets no new grace period.
-func (q *queue) codel(now, wait, target, interval int64) bool {
+// codel updates flow fi's CoDel state with the wait of its request
+// leaving the queue and reports whether that request must be rejected as
+// part of a standing queue. It follows CoDel (Nichols and Jacobson, RFC
+// 8289) without its drop-rate control law: while dropping, every request
+// that waited more than target is turned away, because a request is not a
+// packet whose loss makes a sender back off; each drop costs a client an
+// error, so only the requests that waited too long are dropped. As in
+// CoDel, a flow whose queue stood less than an interval ago gets no new
+// grace period.
+func (q *queue) codel(fi int32, now, wait, target, interval int64) bool {
 	if target < 0 {
 		return false
 	}
+	f := &q.flows[fi]
 	if wait <= target {
-		q.firstAbove, q.dropping = 0, false
+		f.firstAbove, f.dropping = 0, false
 		return false
 	}
 	switch {
-	case q.dropping:
-	case q.lastDrop != 0 && now-q.lastDrop < interval:
-		q.dropping = true
-	case q.firstAbove == 0:
-		q.firstAbove = now + interval
-	case now >= q.firstAbove:
-		q.dropping = true
+	case f.dropping:
+	case f.lastDrop != 0 && now-f.lastDrop < interval:
+		f.dropping = true
+	case f.firstAbove == 0:
+		f.firstAbove = now + interval
+	case now >= f.firstAbove:
+		f.dropping = true
 	}
-	if q.dropping {
-		q.lastDrop = now
+	if f.dropping {
+		f.lastDrop, q.lastDrop = now, now
 	}
-	return q.dropping
+	return f.dropping
 }
 
-// standing reports whether CoDel turned a request away within the last
-// interval.
+// shed reports whether an arrival from flow in class is turned away at
+// once: some flow's queue stood within the last interval (CoDel dropped
+// or shed a request of it), and the arrival's predicted wait is over limit
+// ns. Queued, it would likely wait past the target and be dropped after
+// its wait; answering now keeps the OVERLOADED answers fast and the queue
+// short. The wait is predicted from the arrival's round-robin position and
+// rate, the admissions per ns: the arrival is served after its own flow's
+// backlog has had that many turns, so a quiet flow's arrivals are placed
+// near the front and kept, a greedy flow's behind the whole queue. Class
+// weights are ignored: it is an estimate.
+func (q *queue) shed(flow uint64, class int32, now, interval int64, rate float64, limit int64) bool {
+	if !q.standing(now, interval) || rate <= 0 {
+		return false
+	}
+	own, flows := 0, q.classes[class].nflows
+	if fi, ok := q.byKey[flowKey{flow: flow, class: class}]; ok {
+		own = int(q.flows[fi].n)
+	} else {
+		flows++
+	}
+	if pos := min(q.n+1, (own+1)*flows); float64(pos) <= rate*float64(limit) {
+		return false
+	}
+	q.lastDrop = now
+	return true
+}
+
+// standing reports whether a request was turned away as part of a
+// standing queue within the last interval.
 func (q *queue) standing(now, interval int64) bool {
 	return q.lastDrop != 0 && now-q.lastDrop < interval
 }

@@ -14,7 +14,8 @@ type queueHarness struct {
 	held     Permit
 	order    []*rec          // admissions, in order
 	waits    []time.Duration // their waits in the queue
-	rejWaits []time.Duration // waits of the requests rejected as a standing queue
+	rejWaits []time.Duration // waits of the requests rejected as a standing queue or shed
+	rejAt    []time.Time     // and when they were rejected
 }
 
 func newQueueHarness(t *testing.T, cfg Config) *queueHarness {
@@ -40,8 +41,9 @@ func (h *queueHarness) add(id int, flow uint64, class int) *rec {
 			h.order = append(h.order, r)
 			h.waits = append(h.waits, h.clk.Now().Sub(enq))
 			h.held = r.permit
-		} else if r.reason.Kind == StandingQueue {
+		} else if r.reason.Kind == StandingQueue || r.reason.Kind == Shed {
 			h.rejWaits = append(h.rejWaits, h.clk.Now().Sub(enq))
+			h.rejAt = append(h.rejAt, h.clk.Now())
 		}
 	}
 	h.l.Acquire(r, flow, class, nil, time.Time{})
@@ -149,7 +151,7 @@ func TestStandingQueuePolicyEngagesUnderSustainedOverload(t *testing.T) {
 	s.run(3 * time.Second)
 
 	st := h.l.Stats()
-	if st.Rejected[StandingQueue] == 0 || !standingSeen {
+	if st.Rejected[StandingQueue]+st.Rejected[Shed] == 0 || !standingSeen {
 		t.Fatalf("no standing-queue rejections after 3s at twice the capacity (stats %+v)", st)
 	}
 	// Admissions in the second half waited about the target, not seconds.
@@ -157,15 +159,34 @@ func TestStandingQueuePolicyEngagesUnderSustainedOverload(t *testing.T) {
 	for _, w := range h.waits[len(h.waits)/2:] {
 		worst = max(worst, w)
 	}
-	t.Logf("admitted %d, standing-queue rejections %d, worst wait in the second half %s, first wait over target at #%d", len(h.order), st.Rejected[StandingQueue], worst, firstOver(h.waits, target))
+	t.Logf("admitted %d, standing-queue rejections %d, shed %d, worst wait in the second half %s, first wait over target at #%d", len(h.order), st.Rejected[StandingQueue], st.Rejected[Shed], worst, firstOver(h.waits, target))
 	if worst > target+10*time.Millisecond {
 		t.Fatalf("admitted requests waited up to %s in the second half; want at most about the %s target", worst, target)
 	}
-	// Only requests that waited longer than the target are turned away.
-	for _, w := range h.rejWaits {
-		if w <= target {
-			t.Fatalf("a request that waited %s was rejected as part of a standing queue; want only waits over the %s target", w, target)
+	// Once the queue is known to stand, rejections are answered at
+	// arrival; a request that did queue is only turned away after waiting
+	// longer than the target (those queued before the policy engaged).
+	late, lateSecondHalf, secondHalf := 0, 0, 0
+	half := s.base.Add(1500 * time.Millisecond)
+	for i, w := range h.rejWaits {
+		inSecondHalf := h.rejAt[i].After(half)
+		if inSecondHalf {
+			secondHalf++
 		}
+		if w == 0 {
+			continue
+		}
+		late++
+		if inSecondHalf {
+			lateSecondHalf++
+		}
+		if w <= target {
+			t.Fatalf("a queued request that waited %s was rejected as part of a standing queue; want only waits over the %s target", w, target)
+		}
+	}
+	t.Logf("%d of %d standing-queue rejections after a wait; in the second half %d of %d", late, len(h.rejWaits), lateSecondHalf, secondHalf)
+	if lateSecondHalf*100 > secondHalf {
+		t.Fatalf("%d of %d standing-queue rejections in the second half came after a wait; want at most 1%% (the rest at arrival)", lateSecondHalf, secondHalf)
 	}
 	// Goodput: the node stayed busy; only the excess was turned away.
 	if len(h.order) < 1450 {
@@ -191,8 +212,8 @@ func TestStandingQueuePolicyLeavesBurstsAlone(t *testing.T) {
 	}
 	s.every(2*time.Millisecond, h.next)
 	s.run(100 * time.Millisecond)
-	if st := h.l.Stats(); st.Rejected[StandingQueue] != 0 || len(h.order) != 45 {
-		t.Fatalf("burst of 45: %d admitted, %d rejected as a standing queue; want all admitted", len(h.order), st.Rejected[StandingQueue])
+	if st := h.l.Stats(); st.Rejected[StandingQueue]+st.Rejected[Shed] != 0 || len(h.order) != 45 {
+		t.Fatalf("burst of 45: %d admitted, %d rejected as a standing queue, %d shed; want all admitted", len(h.order), st.Rejected[StandingQueue], st.Rejected[Shed])
 	}
 	if worst := h.waits[len(h.waits)-1]; worst <= target {
 		t.Fatalf("the last request waited %s; the test needs waits above the %s target", worst, target)
@@ -210,8 +231,8 @@ func TestStandingQueuePolicyDisabled(t *testing.T) {
 	s.every(10*time.Millisecond, h.l.Sweep)
 	s.run(2 * time.Second)
 	st := h.l.Stats()
-	if st.Rejected[StandingQueue] != 0 || st.Rejected[QueueTimeout] == 0 {
-		t.Fatalf("disabled policy: %d standing-queue and %d timeout rejections; want 0 and some", st.Rejected[StandingQueue], st.Rejected[QueueTimeout])
+	if st.Rejected[StandingQueue]+st.Rejected[Shed] != 0 || st.Rejected[QueueTimeout] == 0 {
+		t.Fatalf("disabled policy: %d standing-queue, %d shed and %d timeout rejections; want 0, 0 and some", st.Rejected[StandingQueue], st.Rejected[Shed], st.Rejected[QueueTimeout])
 	}
 	h.l.Close()
 }
@@ -223,4 +244,66 @@ func firstOver(ws []time.Duration, d time.Duration) int {
 		}
 	}
 	return -1
+}
+
+// While a greedy flow's queue stands, its arrivals are turned away at
+// once, but a quiet flow's are still queued and served: CoDel's state and
+// the predicted wait are per flow, as the round robin serves them. Once
+// the greedy flow's queue empties, its bursts queue again.
+func TestSheddingSparesQuietFlowsAndEndsWithTheOverload(t *testing.T) {
+	const target = 20 * time.Millisecond
+	h := newQueueHarness(t, Config{MaxWait: 10 * time.Second, QueueTarget: target, QueueInterval: 100 * time.Millisecond})
+	s := newSim(h.clk, 1)
+	id := 0
+	var quiet []*rec
+	greedySends, quietSends := true, true
+	s.every(500*time.Microsecond, func() { // 2000/s from flow 1
+		if greedySends {
+			id++
+			h.add(id, 1, 0)
+		}
+	})
+	s.every(20*time.Millisecond, func() { // 50/s from flow 2
+		if quietSends {
+			id++
+			quiet = append(quiet, h.add(id, 2, 0))
+		}
+	})
+	s.every(time.Millisecond, h.next) // serves 1000/s
+	s.every(10*time.Millisecond, h.l.Sweep)
+	s.run(2 * time.Second)
+
+	st := h.l.Stats()
+	if st.Rejected[Shed] < 500 {
+		t.Fatalf("%d requests shed at twice the capacity; want the excess turned away at arrival", st.Rejected[Shed])
+	}
+	for i, r := range quiet {
+		if !r.pending() && !r.ok {
+			t.Fatalf("quiet flow's request %d rejected (%v); want every one served", i, r.reason)
+		}
+	}
+	var worst time.Duration
+	for _, w := range h.waits[len(h.waits)/2:] {
+		worst = max(worst, w)
+	}
+	if worst > target {
+		t.Fatalf("admitted requests of the second second waited up to %s; want at most the %s target", worst, target)
+	}
+
+	// The overload ends: the greedy flow pauses and its queue drains.
+	greedySends, quietSends = false, false
+	s.run(3 * time.Second)
+	h.l.mu.Lock()
+	n := h.l.q.n
+	h.l.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("queue of %d a second after the overload; want it drained", n)
+	}
+	before := h.l.Stats().Rejected[Shed]
+	for i := range 20 {
+		h.add(100000+i, 1, 0)
+	}
+	if after := h.l.Stats().Rejected[Shed]; after != before {
+		t.Fatalf("a burst of 20 from the greedy flow after its queue emptied: %d rejected at once; want all queued", after-before)
+	}
 }

@@ -60,11 +60,17 @@ const (
 	Cancelled
 	// Shutdown: the Limiter was closed.
 	Shutdown
+	// Shed: turned away on arrival, without queueing, because the queue
+	// has been standing (a request was dropped or shed within
+	// Config.QueueInterval) and this one would wait more than half of
+	// Config.QueueTarget: queued, it would likely be dropped after its
+	// wait. Reported synchronously by Acquire.
+	Shed
 
 	numKinds
 )
 
-var kindLabels = [numKinds]string{"", "queue_full", "queue_timeout", "deadline", "standing_queue", "cancelled", "shutdown"}
+var kindLabels = [numKinds]string{"", "queue_full", "queue_timeout", "deadline", "standing_queue", "cancelled", "shutdown", "shed"}
 
 // Label is the kind's value of the reason label of
 // cqlgate_limiter_rejected_total, e.g. "queue_full".
@@ -79,8 +85,8 @@ func (k Kind) Label() string {
 type Reason struct {
 	Kind Kind
 	// Limit is the bound that was hit: the queue length for QueueFull; the
-	// wait, in nanoseconds (a time.Duration), for QueueTimeout, Deadline and
-	// StandingQueue; 0 for Cancelled and Shutdown.
+	// wait, in nanoseconds (a time.Duration), for QueueTimeout, Deadline,
+	// StandingQueue and Shed (the target); 0 for Cancelled and Shutdown.
 	Limit int64
 }
 
@@ -111,6 +117,10 @@ func (r Reason) String() string {
 		b = append(b, "overloaded: queued longer than "...)
 		b = append(b, d.String()...)
 		b = append(b, " while the queue was standing (--queue-target)"...)
+	case Shed:
+		b = append(b, "overloaded: the queue stands above "...)
+		b = append(b, d.String()...)
+		b = append(b, " (--queue-target), turned away on arrival"...)
 	case Cancelled:
 		return "request cancelled while queued"
 	case Shutdown:

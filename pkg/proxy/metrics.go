@@ -24,6 +24,7 @@ type metrics struct {
 	retries          prometheus.Counter
 	timeouts         prometheus.Counter
 	rejected         prometheus.Counter
+	rejectLatency    prometheus.Histogram
 	connsRejected    *prometheus.CounterVec
 	slowClients      prometheus.Counter
 
@@ -69,6 +70,11 @@ func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
 			Name: "cqlgate_overloaded_rejections_total",
 			Help: "Requests answered OVERLOADED because the limiter's queue was full or they waited too long (by reason: cqlgate_limiter_rejected_total).",
 		}),
+		rejectLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "cqlgate_overloaded_answer_seconds",
+			Help:    "Time from reading a request to queueing the OVERLOADED answer the limiter decided on: microseconds when the queue was full or the request was shed, the wait when it waited too long.",
+			Buckets: prometheus.ExponentialBuckets(10e-6, 2, 18), // 10µs .. 1.3s
+		}),
 		connsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cqlgate_client_rejected_connections_total",
 			Help: "Client connections refused, by reason: max_connections (--max-client-connections reached) or draining (shutdown under way).",
@@ -98,7 +104,7 @@ func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
 		Name: "cqlgate_prepared_statements",
 		Help: "Prepared statements the proxy remembers for re-preparing.",
 	}, func() float64 { return float64(p.prep.len()) })
-	reg.MustRegister(m.clientConns, m.clientConnsTotal, m.requestDuration, m.proxyErrors, m.reprepares, m.retries, m.timeouts, m.rejected, m.connsRejected, m.slowClients, m.backendLatencyVec, reqs, prepared)
+	reg.MustRegister(m.clientConns, m.clientConnsTotal, m.requestDuration, m.proxyErrors, m.reprepares, m.retries, m.timeouts, m.rejected, m.rejectLatency, m.connsRejected, m.slowClients, m.backendLatencyVec, reqs, prepared)
 	for _, r := range []string{"max_connections", "draining"} {
 		m.connsRejected.WithLabelValues(r)
 	}

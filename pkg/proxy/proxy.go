@@ -36,8 +36,10 @@ type Proxy struct {
 	cluster *backend.Cluster
 	limiter *limiter.Limiter
 	metrics *metrics
-	flows   atomic.Uint64 // client connection ids, the limiter's flows
-	prep    *preparedCache
+	// overloadedMsgs: see overloadedMessage.
+	overloadedMsgs overloadedMessages
+	flows          atomic.Uint64 // client connection ids, the limiter's flows
+	prep           *preparedCache
 
 	endpoints []*endpoint
 	ready     atomic.Bool

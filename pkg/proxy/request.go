@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -239,10 +240,36 @@ func (r *request) Rejected(reason limiter.Reason) {
 		r.finish()
 		return
 	}
-	r.c.p.metrics.rejected.Inc()
+	p := r.c.p
+	now := time.Now()
+	p.metrics.rejected.Inc()
+	p.metrics.rejectLatency.Observe(now.Sub(r.start).Seconds())
 	// Hedges would only add load now.
-	r.c.p.hedging.budget.Pause(time.Now().Add(time.Second))
-	r.fail(frame.ErrCodeOverloaded, "cqlgate: "+reason.String())
+	p.hedging.budget.Pause(now.Add(time.Second))
+	r.fail(frame.ErrCodeOverloaded, p.overloadedMessage(reason))
+}
+
+// overloadedMessages caches the OVERLOADED message of each limiter.Kind
+// with the limit it last named, so that shedding thousands of requests a
+// second does not format the same string for each.
+type overloadedMessages [16]atomic.Pointer[overloadedMessage]
+
+type overloadedMessage struct {
+	reason limiter.Reason
+	text   string
+}
+
+func (p *Proxy) overloadedMessage(reason limiter.Reason) string {
+	if int(reason.Kind) >= len(p.overloadedMsgs) {
+		return "cqlgate: " + reason.String()
+	}
+	slot := &p.overloadedMsgs[reason.Kind]
+	if m := slot.Load(); m != nil && m.reason == reason {
+		return m.text
+	}
+	m := &overloadedMessage{reason: reason, text: "cqlgate: " + reason.String()}
+	slot.Store(m)
+	return m.text
 }
 
 // send sends the request on the least-loaded node other than avoid (when
