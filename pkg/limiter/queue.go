@@ -49,6 +49,9 @@ type flowQ struct {
 	// the flow when its queue empties.
 	firstAbove, lastDrop int64
 	dropping             bool
+	// nAbove is the flow's backlog when firstAbove was set: CoDel only
+	// starts dropping if the backlog grew since (see codel).
+	nAbove int32
 }
 
 type classQ struct {
@@ -295,7 +298,10 @@ func (q *queue) currentClass() int {
 // packet whose loss makes a sender back off; each drop costs a client an
 // error, so only the requests that waited too long are dropped. As in
 // CoDel, a flow whose queue stood less than an interval ago gets no new
-// grace period.
+// grace period. Unlike CoDel, a queue that stood above target for an
+// interval is only called standing if it also grew by a quarter meanwhile:
+// arrivals outpace the cluster (overload), rather than a fixed number of
+// requests cycling through it (a closed loop).
 func (q *queue) codel(fi int32, now, wait, target, interval int64) bool {
 	if target < 0 {
 		return false
@@ -310,9 +316,18 @@ func (q *queue) codel(fi int32, now, wait, target, interval int64) bool {
 	case f.lastDrop != 0 && now-f.lastDrop < interval:
 		f.dropping = true
 	case f.firstAbove == 0:
-		f.firstAbove = now + interval
-	case now >= f.firstAbove:
+		f.firstAbove, f.nAbove = now+interval, f.n
+	case now >= f.firstAbove && f.n > f.nAbove+f.nAbove/4:
 		f.dropping = true
+	case now >= f.firstAbove:
+		// The queue stood for an interval without growing: a closed
+		// loop (a client with a fixed number of requests outstanding,
+		// each sent when the last is answered). Its wait is its own
+		// concurrency over the cluster's throughput; turning requests
+		// away would not shorten it, as each is sent again at once, and
+		// would only trade latency for errors. Look again after another
+		// interval; MaxWait still bounds the wait.
+		f.firstAbove, f.nAbove = now+interval, f.n
 	}
 	if f.dropping {
 		f.lastDrop, q.lastDrop = now, now

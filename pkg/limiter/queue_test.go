@@ -307,3 +307,46 @@ func TestSheddingSparesQuietFlowsAndEndsWithTheOverload(t *testing.T) {
 		t.Fatalf("a burst of 20 from the greedy flow after its queue emptied: %d rejected at once; want all queued", after-before)
 	}
 }
+
+// A closed loop keeps a queue standing for as long as it runs: 200
+// requests outstanding, each sent again when answered, wait 200 ms at
+// 1000/s whatever the proxy does. Turning them away would not shorten the
+// queue (each is sent again at once), only trade latency for errors, so
+// the policy leaves a queue that stands without growing alone.
+func TestStandingQueuePolicyLeavesClosedLoopsAlone(t *testing.T) {
+	const target, interval = 50 * time.Millisecond, 200 * time.Millisecond
+	h := newQueueHarness(t, Config{MaxWait: 10 * time.Second, QueueTarget: target, QueueInterval: interval})
+	s := newSim(h.clk, 1)
+	flowOf := map[int]uint64{}
+	id := 0
+	send := func(flow uint64) {
+		id++
+		flowOf[id] = flow
+		h.add(id, flow, 0)
+	}
+	for i := range 199 { // and the harness's own permit: 200 outstanding
+		send(uint64(i % 4))
+	}
+	s.every(time.Millisecond, func() {
+		done := len(h.order)
+		h.next()
+		if done > 0 {
+			send(flowOf[h.order[done-1].id]) // the answered client sends again
+		} else {
+			send(0)
+		}
+	})
+	s.every(10*time.Millisecond, h.l.Sweep)
+	s.run(3 * time.Second)
+
+	st := h.l.Stats()
+	if n := st.Rejected[StandingQueue] + st.Rejected[Shed] + st.Rejected[QueueTimeout]; n != 0 {
+		t.Fatalf("closed loop of 200: %d rejected (stats %+v); want none", n, st)
+	}
+	if w := h.waits[len(h.waits)-1]; w <= target {
+		t.Fatalf("last wait %s; the test needs waits above the %s target", w, target)
+	}
+	if len(h.order) < 2900 {
+		t.Fatalf("%d admitted in 3s at 1000/s; want about 3000", len(h.order))
+	}
+}
