@@ -604,3 +604,51 @@ func TestReasonMessagesNameTheLimit(t *testing.T) {
 		}
 	}
 }
+
+// A request sent again to another node moves its permit there: the node
+// counts follow it, the global count does not change, the first node's
+// freed room goes to the queue, and the old copy of the permit is spent.
+func TestPermitMoveFollowsTheRequest(t *testing.T) {
+	l, _ := newTestLimiter(t, Config{NodeLimit: 1, QueueLength: 10, MaxWait: time.Second}, 2)
+	a := &rec{t: t, id: 1}
+	l.Acquire(a, 1, 0, []NodeID{0}, time.Time{})
+	if !a.ok || a.permit.Node() != 0 {
+		t.Fatalf("first request: ok %v node %d; want admitted to node 0", a.ok, a.permit.Node())
+	}
+	waiting := &rec{t: t, id: 2}
+	l.Acquire(waiting, 1, 0, []NodeID{0}, time.Time{})
+	if !waiting.pending() {
+		t.Fatal("second request for node 0 not queued")
+	}
+
+	moved, ok := a.permit.Move(1)
+	if !ok || moved.Node() != 1 {
+		t.Fatalf("Move(1): %v, node %d; want moved to node 1", ok, moved.Node())
+	}
+	if !waiting.ok || waiting.permit.Node() != 0 {
+		t.Fatalf("queued request for node 0: ok %v; want admitted to node 0's freed room", waiting.ok)
+	}
+	st := l.Stats()
+	if st.Nodes[0].ID != 0 || st.Nodes[0].InFlight != 1 || st.Nodes[1].InFlight != 1 || st.InFlight != 2 {
+		t.Fatalf("nodes %+v, global %d in flight; want 1 and 1, 2", st.Nodes, st.InFlight)
+	}
+	// Node 1 is full now: a second move there fails and changes nothing.
+	if p, ok := waiting.permit.Move(1); ok || p != waiting.permit {
+		t.Fatalf("Move to a full node succeeded")
+	}
+	// The old copy is spent: releasing it is a double release (which
+	// panics with DebugPermits, as in every test limiter).
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("releasing the moved-from copy did not panic as a double release")
+			}
+		}()
+		a.permit.Release(Success, time.Millisecond)
+	}()
+	moved.Release(Success, time.Millisecond)
+	waiting.permit.Release(Success, time.Millisecond)
+	if st := l.Stats(); st.InFlight != 0 || st.Nodes[0].InFlight != 0 || st.Nodes[1].InFlight != 0 {
+		t.Fatalf("after releasing both: %+v; want nothing in flight", st)
+	}
+}

@@ -62,3 +62,45 @@ func (p Permit) Release(o Outcome, latency time.Duration) {
 	}
 	l.drainLocked(l.now())
 }
+
+// Move transfers p to node to, when p is for another node and to has room,
+// and returns the permit to hold from then on (p itself is spent, as if
+// released). It is for a request sent again to another node than the one
+// it was admitted to (its connection died): the request keeps its place
+// in the global count, and the node limits count it where it really is.
+// When to is full or inactive, or p is stale, it returns p and false: the
+// request then stays counted against its first node. Freed room on the
+// first node goes to the queue.
+func (p Permit) Move(to NodeID) (Permit, bool) {
+	l := p.l
+	if l == nil || NodeID(p.node) == to {
+		return p, false
+	}
+	l.mu.Lock()
+	if l.slots[p.slot] != p.gen || uint(to) >= uint(len(l.nodes)) {
+		l.mu.Unlock()
+		return p, false
+	}
+	n := &l.nodes[to]
+	if !n.active || n.inflight >= n.limit {
+		l.mu.Unlock()
+		return p, false
+	}
+	gen := p.gen + 1
+	if gen == 0 {
+		gen = 1
+	}
+	l.slots[p.slot] = gen
+	l.nodes[p.node].inflight--
+	n.inflight++
+	if n.inflight > n.ad.maxInflight {
+		n.ad.maxInflight = n.inflight
+	}
+	moved := Permit{l: l, slot: p.slot, gen: gen, node: int32(to)}
+	if l.q.n == 0 || l.closed {
+		l.mu.Unlock()
+		return moved, true
+	}
+	l.drainLocked(l.now())
+	return moved, true
+}

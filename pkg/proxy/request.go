@@ -318,6 +318,10 @@ func (r *request) queueAvoiding(avoid *backend.Node) *backend.Conn {
 		if r.armed {
 			r.hs.primaryNode.Store(int32(r.node.ID))
 		}
+		// A request sent again elsewhere takes its permit along when that
+		// node has room, so the node limits count it where it is; else it
+		// stays counted against its first node.
+		r.permit, _ = r.permit.Move(limiter.NodeID(r.node.ID))
 		err := conn.QueueBy(r.buf.B, r, r.deadline)
 		if err == nil {
 			return conn
