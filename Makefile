@@ -39,12 +39,16 @@ seed: ## the seed experiment: 50,000 goroutines x 200 SELECTs, gocql defaults, d
 	bash scripts/seed.sh
 
 .PHONY: overload
-overload: ## open loop at 1x-10x capacity through the proxy: goodput, p99, OVERLOADED latency, RSS per queued request
+overload: ## open loop at 2x, 5x, 10x one node's capacity through the proxy (raw-frame generator): goodput, p99, OVERLOADED latency, bytes per queued request
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkOverload$$' -benchtime 1x -timeout 20m ./test/integration
+
+.PHONY: overload-loadgen
+overload-loadgen: ## the same steps offered by loadgen (gocql), which falls behind past about 1x on two cores
 	bash scripts/overload.sh
 
 .PHONY: microbench
 microbench: ## Go benchmarks of the frame layer and the hot path
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/frame/ ./pkg/systables/ ./pkg/proxy/ ./pkg/token/ ./pkg/speculative/
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/frame/ ./pkg/systables/ ./pkg/proxy/ ./pkg/token/ ./pkg/speculative/ ./pkg/limiter/
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s)

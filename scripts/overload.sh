@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# overload.sh - the overload experiment (`make overload`; not part of CI): measure the capacity of
+# overload.sh - the overload experiment with loadgen (`make overload-loadgen`; not part of CI; `make
+# overload` runs the same steps with a raw-frame generator, which can offer 10x): measure the capacity of
 # one Cassandra node through cqlgate with a closed loop, then offer open-loop load at 1x, 2x, 5x and
 # 10x that capacity through the proxy and report, for each step: goodput against the peak, the
 # admitted requests' p99 against the unloaded p99, the p99 of the OVERLOADED answers, and the
@@ -17,7 +18,7 @@ readonly CASSANDRA_CQL=$CASSANDRA_ADDR:9042
 readonly CASSANDRA_DIR=${OVERLOAD_CASSANDRA_DIR:-/tmp/cqlgate-overload}
 readonly LISTEN=${OVERLOAD_PROXY_LISTEN:-127.0.0.1:19044}
 readonly ADMIN=${OVERLOAD_PROXY_ADMIN:-127.0.0.1:19182}
-readonly PROXY_FLAGS=${OVERLOAD_PROXY_FLAGS:---queue-max-wait 100ms}
+readonly PROXY_FLAGS=${OVERLOAD_PROXY_FLAGS:---queue-max-wait 100ms --queue-target 5ms --node-limit 32}
 readonly MULTIPLES=${OVERLOAD_MULTIPLES:-1 2 5 10}
 readonly DURATION=${OVERLOAD_DURATION:-10s}
 readonly WARMUP=${OVERLOAD_WARMUP:-2s}
@@ -35,8 +36,7 @@ Usage: $PROG [--help]
 Starts Cassandra on $CASSANDRA_CQL (scripts/cassandra-local.sh, dir $CASSANDRA_DIR) unless something
 already answers there, builds ./cmd/proxy and ./cmd/loadgen, loads $KEYSPACE.kv, and starts the
 proxy on $LISTEN (admin $ADMIN) with: $PROXY_FLAGS
-(the rest at defaults: fixed limit of 1024 in flight per node, a queue of 131,072 requests,
-CoDel target of half the max wait). The proxy is restarted for every step, so that each starts
+(the rest at defaults: a queue of 131,072 requests). The proxy is restarted for every step, so that each starts
 from the same memory. Steps:
   capacity   closed loop, $WORKERS workers, $DURATION: the peak goodput
   unloaded   open loop at a tenth of the peak: the unloaded p99
@@ -49,7 +49,8 @@ directory, removed at exit).
 
 Environment: OVERLOAD_MULTIPLES, OVERLOAD_DURATION (10s), OVERLOAD_WARMUP (2s),
 OVERLOAD_CASSANDRA_WARMUP (20s of direct load before the first step), OVERLOAD_WORKERS
-(128), OVERLOAD_MAX_IN_FLIGHT (4096), OVERLOAD_PROXY_FLAGS ("--queue-max-wait 100ms"),
+(128), OVERLOAD_MAX_IN_FLIGHT (4096), OVERLOAD_PROXY_FLAGS ("--queue-max-wait 100ms --queue-target 5ms
+--node-limit 32"),
 OVERLOAD_CASSANDRA_ADDR, OVERLOAD_CASSANDRA_DIR, OVERLOAD_PROXY_LISTEN, OVERLOAD_PROXY_ADMIN,
 OVERLOAD_KEYSPACE, OVERLOAD_OUT, OVERLOAD_PROXY_BIN (a proxy binary to use instead of building
 ./cmd/proxy), KEEP_CASSANDRA=1. Needs go, curl and jq.
