@@ -43,6 +43,7 @@ import (
 // the node and goodput measures the machine, not the limiter. Set
 // CQLGATE_OVERLOAD_PIN=0 to share the CPUs.
 //
+// CQLGATE_OVERLOAD_ADAPTIVE=1 runs it with --limit-mode adaptive instead.
 // The node limit is 32 (CQLGATE_OVERLOAD_NODE_LIMIT): enough to keep the
 // node busy, few enough that requests do not queue inside Cassandra. The
 // queue settings are those an operator sets for latency-sensitive traffic:
@@ -55,10 +56,14 @@ func BenchmarkOverload(b *testing.B) {
 	nodeLimit := envInt(b, "CQLGATE_OVERLOAD_NODE_LIMIT", 32)
 	target := time.Duration(envInt(b, "CQLGATE_OVERLOAD_TARGET_MS", 5)) * time.Millisecond
 	step := 4 * time.Second
+	adaptive := os.Getenv("CQLGATE_OVERLOAD_ADAPTIVE") == "1"
 	p := startProxy(b, c.Addrs, func(cfg *config.Config) {
 		cfg.NodeLimit = nodeLimit
 		cfg.QueueMaxWait = 100 * time.Millisecond
 		cfg.QueueTarget = target
+		if adaptive {
+			cfg.LimitMode = "adaptive"
+		}
 	})
 	defer pinApart(b, c)()
 	s := proxySession(b, p, nil)
@@ -81,7 +86,11 @@ func BenchmarkOverload(b *testing.B) {
 		g.closedLoop(nodeLimit, 5*time.Second) // warms Cassandra's read path up
 		peak := g.closedLoop(nodeLimit, step)
 		unloaded := g.openLoop(peak.goodput()/10, step)
-		b.Logf("node limit %d, queue max wait 100ms, target %s; %s per step", nodeLimit, target, step)
+		limit := fmt.Sprintf("node limit %d", nodeLimit)
+		if adaptive {
+			limit = fmt.Sprintf("adaptive limit (now %.0f)", metricSum(b, p.Reg, "cqlgate_limiter_limit"))
+		}
+		b.Logf("%s, queue max wait 100ms, target %s; %s per step", limit, target, step)
 		b.Logf("peak (closed loop, %d outstanding): %.0f/s; unloaded p99 (open loop at %.0f/s): %s (p50 %s)",
 			4*nodeLimit, peak.goodput(), peak.goodput()/10, us(unloaded.ok.ValueAtQuantile(99)), us(unloaded.ok.ValueAtQuantile(50)))
 		type result struct {
