@@ -32,6 +32,7 @@ type stress struct {
 	rejected  atomic.Int64
 	async     chan func()
 	failed    atomic.Bool
+	moves     atomic.Int64
 }
 
 func (w *stressWaiter) Admitted(p Permit) {
@@ -59,8 +60,31 @@ func (w *stressWaiter) Admitted(p Permit) {
 		release(Dropped, 0)
 	default: // answered later, on another goroutine, with any outcome
 		o := Outcome(w.path % int(numOutcomes))
-		st.async <- func() { release(o, time.Duration(w.path)*time.Microsecond) }
+		st.async <- func() {
+			if w.path%4 == 1 { // sent again to another node first
+				p = st.move(p, NodeID((int(p.Node())+1)%len(st.inflight)))
+			}
+			release(o, time.Duration(w.path)*time.Microsecond)
+		}
 	}
+}
+
+// move moves p to node to, keeping the requests' own counts: the old node
+// loses the request before the Limiter does and the new one gains it
+// after, so the counts never run ahead of the Limiter's.
+func (st *stress) move(p Permit, to NodeID) Permit {
+	from := p.Node()
+	st.inflight[from].Add(-1)
+	moved, ok := p.Move(to)
+	if !ok {
+		st.inflight[from].Add(1)
+		return p
+	}
+	st.moves.Add(1)
+	if n := st.inflight[to].Add(1); n > st.nodeLimit {
+		st.fail("node over its limit after a move")
+	}
+	return moved
 }
 
 func (w *stressWaiter) Rejected(Reason) {
@@ -217,7 +241,10 @@ func stressTest(t *testing.T, adaptive bool) {
 	if total := int64(s.Admitted) + int64(rejected); total != st.admitted.Load()+st.rejected.Load() || st.rejected.Load() != int64(rejected) {
 		t.Fatalf("limiter counted %d admitted and %d rejected, waiters %d and %d", s.Admitted, rejected, st.admitted.Load(), st.rejected.Load())
 	}
-	t.Logf("admitted %d, rejected %v", s.Admitted, s.Rejected)
+	if st.moves.Load() == 0 {
+		t.Errorf("no permit was moved")
+	}
+	t.Logf("admitted %d, rejected %v, moved %d", s.Admitted, s.Rejected, st.moves.Load())
 }
 
 // Each way a request can end gives its permit back exactly once: capacity
