@@ -80,23 +80,24 @@ type Config struct {
 	// requests queued afterwards.
 	MaxWait time.Duration
 	// QueueTarget and QueueInterval are the CoDel policy against standing
-	// queues: once every request leaving the queue for QueueInterval had
-	// waited more than QueueTarget, requests that waited more than
-	// QueueTarget are rejected (StandingQueue) until one leaves having waited
-	// QueueTarget or less, or the queue empties. Bursts that drain within
-	// QueueInterval are served in full.
+	// queues, per flow: once every request of a flow leaving the queue for
+	// QueueInterval had waited more than QueueTarget and the flow's backlog
+	// grew by a quarter meanwhile, its requests that waited more than
+	// QueueTarget are rejected (StandingQueue) until one leaves having
+	// waited QueueTarget or less, or its queue empties. Bursts that drain
+	// within QueueInterval are served in full, and so is a closed loop,
+	// whose backlog stands without growing (see queue.codel).
 	//
 	// While any flow's queue stood within the last QueueInterval, arrivals
 	// whose predicted wait (from their round-robin position and the rate
 	// the queue drains at) is over QueueTarget/2 are turned away at once
 	// (Shed) instead of queueing only to be dropped later: under sustained
-	// overload the answers stay fast and the admitted requests wait about
-	// half the target.
+	// overload the answers stay fast and the admitted requests wait at most
+	// about the target.
 	//
 	// QueueTarget defaults to MaxWait/4 and QueueInterval to 20 times the
-	// target (CoDel's ratio), at most MaxWait, so a closed-loop client whose
-	// requests wait less than a quarter of MaxWait is never touched; a
-	// negative QueueTarget disables the policy.
+	// target (CoDel's ratio), at most MaxWait; a negative QueueTarget
+	// disables the policy.
 	QueueTarget, QueueInterval time.Duration
 
 	// ClassWeights gives each priority class (the class argument of Acquire)
