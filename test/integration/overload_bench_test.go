@@ -47,14 +47,13 @@ import (
 // The node limit is 32 (CQLGATE_OVERLOAD_NODE_LIMIT): enough to keep the
 // node busy, few enough that requests do not queue inside Cassandra. The
 // queue settings are those an operator sets for latency-sensitive traffic:
-// --queue-max-wait 100ms --queue-target 5ms (CQLGATE_OVERLOAD_TARGET_MS),
-// CoDel's own target.
+// --queue-max-wait 100ms --queue-target 2ms (CQLGATE_OVERLOAD_TARGET_MS).
 //
 //	go test ./test/integration -run '^$' -bench Overload -benchtime 1x
 func BenchmarkOverload(b *testing.B) {
 	c := singleCluster.get(b)
 	nodeLimit := envInt(b, "CQLGATE_OVERLOAD_NODE_LIMIT", 32)
-	target := time.Duration(envInt(b, "CQLGATE_OVERLOAD_TARGET_MS", 5)) * time.Millisecond
+	target := time.Duration(envInt(b, "CQLGATE_OVERLOAD_TARGET_MS", 2)) * time.Millisecond
 	step := 4 * time.Second
 	adaptive := os.Getenv("CQLGATE_OVERLOAD_ADAPTIVE") == "1"
 	p := startProxy(b, c.Addrs, func(cfg *config.Config) {
