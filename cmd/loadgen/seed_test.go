@@ -1,0 +1,59 @@
+//go:build !race
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cqlgate/cqlgate/internal/proxytest"
+	"github.com/cqlgate/cqlgate/pkg/config"
+)
+
+// TestSeedExperimentShrunk is the seed experiment shrunk for CI (make seed
+// runs 50,000 x 200): one gocql session at default settings, 50,000
+// goroutines at once, each reading one key twice, through a proxy. Every
+// request must succeed: the excess waits in the proxy's queue instead of
+// failing.
+//
+// It is built without the race detector only (scripts/test.sh runs it on
+// its own after the -race run): it measures the proxy's queue against the
+// node's real throughput, which the race detector divides several times
+// over, and a closed loop of 50,000 waits 50,000 / throughput seconds.
+// For the same reason the proxy's queue may wait 10 s (its default is 5 s;
+// gocql's timeout is 11 s), and the node is warmed up first: CI's node is
+// fresh, and a cold JVM serves a fraction of its throughput.
+func TestSeedExperimentShrunk(t *testing.T) {
+	addr := cassandraAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	ks := "loadgen_seed_" + strconv.Itoa(os.Getpid())
+	t.Cleanup(func() { dropKeyspace(t, addr, ks) })
+	if code, _, stderr := runLoadgen(t, ctx, "setup", "--hosts", addr, "--keyspace", ks, "--rows", "500"); code != exitOK {
+		t.Fatalf("setup exit %d: %s", code, stderr)
+	}
+	p := proxytest.Start(t, []string{addr}, func(c *config.Config) { c.QueueMaxWait = 10 * time.Second })
+	if code, _, stderr := runLoadgen(t, ctx, "run", "--hosts", p.Addr, "--keyspace", ks, "--rows", "500",
+		"--workers", "64", "--warmup", "0s", "--duration", "5s", "--quiet"); code != exitOK {
+		t.Fatalf("warm-up exit %d: %s", code, stderr)
+	}
+
+	code, stdout, stderr := runLoadgen(t, ctx, "workers", "--hosts", p.Addr, "--keyspace", ks, "--rows", "500",
+		"--workers", "50000", "--queries", "2", "--json", "--quiet")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep workersReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("workers --json output: %v\n%s", err, stdout)
+	}
+	t.Logf("50,000 x 2 through the proxy: %d ok, %d errors in %.1fs", rep.Target.Ops, rep.Target.ErrorsTotal, rep.WallS)
+	if rep.Target.Ops != 100_000 || rep.Target.ErrorsTotal != 0 {
+		t.Errorf("%d ok, %d errors %v (%v); want 100000 ok and no error", rep.Target.Ops, rep.Target.ErrorsTotal,
+			rep.Target.Errors, rep.Target.ErrorSamples)
+	}
+}
