@@ -87,6 +87,12 @@ type Config struct {
 	// The workers scenario: Workers goroutines each run Queries
 	// single-row SELECTs of one key.
 	Queries int
+	// Settle is how long the workers scenario waits after the session
+	// starts before the flood. 0, as in the published program; gocql
+	// opens a host's first connection before the session returns and the
+	// others in the background, so a flood at once can find one
+	// connection's 32,768 streams where two were meant.
+	Settle time.Duration
 	// The ratelimited scenario: Parallelism writers share Rate per second
 	// for Runs one-second runs, with KeyOrder keys; Keep leaves the table.
 	Parallelism int
@@ -246,6 +252,7 @@ func (c *Config) flagSet(cmd string, stderr io.Writer) (*flag.FlagSet, error) {
 		proxyProbe()
 		fs.IntVar(&c.Workers, "workers", c.Workers, "goroutines, each with one key")
 		fs.IntVar(&c.Queries, "queries", c.Queries, "sequential single-row SELECTs per goroutine")
+		fs.DurationVar(&c.Settle, "settle", c.Settle, "wait this long after the session starts, before the flood, so gocql can open its whole pool (0: flood at once, as published)")
 		fs.BoolVar(&c.Setup, "setup", c.Setup, "create and preload the schema first")
 	case cmdRateLimited:
 		hosts()
@@ -324,6 +331,7 @@ func (c *Config) validate(cmd string) error {
 	case cmdWorkers:
 		check(c.Workers > 0, "--workers must be positive")
 		check(c.Queries > 0, "--queries must be positive")
+		check(c.Settle >= 0, "--settle must not be negative")
 	case cmdRateLimited:
 		check(c.Parallelism > 0, "--parallelism must be positive")
 		check(c.Rate > 0, "--rate must be positive")

@@ -62,6 +62,9 @@ func runWorkers(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 	}
 	defer s.Close()
 
+	if err := sleepCtx(ctx, cfg.Settle); err != nil {
+		return false, fmt.Errorf("interrupted: %w", err)
+	}
 	probe := newProxyProbe(cfg.ProxyMetrics, cfg.ProxyPID)
 	var watch *proxyWatch
 	if probe != nil {
