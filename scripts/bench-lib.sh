@@ -48,7 +48,7 @@ trap 'exit 143' TERM
 # loadgen there.
 bench_setup() {
   local name=$1 bin=$2
-  cd "$REPO"
+  cd "$REPO" || die "cannot cd to $REPO"
   if port_open "$CASSANDRA_ADDR" 9042; then
     note "Cassandra already answers on $CASSANDRA_CQL; using it (and leaving it running)"
   else
@@ -64,6 +64,29 @@ bench_setup() {
     go build -o "$workdir/proxy" ./cmd/proxy
   fi
   go build -o "$workdir/loadgen" ./cmd/loadgen
+}
+
+# bench_main NAME PROXY_BIN OUT [ARGS...]: the common start of a benchmark script: --help (the
+# script's usage function), the tools it needs, bench_setup, and the report directory in $out
+# (OUT, or the work directory when OUT is empty).
+bench_main() {
+  local name=$1 bin=$2
+  out=$3
+  shift 3
+  case ${1:-} in
+    -h|--help) usage; exit 0;;
+    "") ;;
+    *) die "unknown argument '$1' (see --help)";;
+  esac
+  local tool
+  for tool in go curl jq; do
+    command -v "$tool" >/dev/null || die "$tool is not on PATH"
+  done
+  bench_setup "$name" "$bin"
+  if [[ -z $out ]]; then
+    out=$workdir
+  fi
+  mkdir -p "$out"
 }
 
 # start_proxy LISTEN[,LISTEN] [FLAGS...]: start cqlgate and wait until it is ready.

@@ -63,21 +63,7 @@ USAGE
 # shellcheck source=scripts/bench-lib.sh
 source "$REPO/scripts/bench-lib.sh"
 
-case ${1:-} in
-  -h|--help) usage; exit 0;;
-  "") ;;
-  *) die "unknown argument '$1' (see --help)";;
-esac
-for tool in go curl jq; do
-  command -v "$tool" >/dev/null || die "$tool is not on PATH"
-done
-
-out=${OVERLOAD_OUT:-}
-bench_setup overload "${OVERLOAD_PROXY_BIN:-}"
-if [[ -z $out ]]; then
-  out=$workdir
-fi
-mkdir -p "$out"
+bench_main overload "${OVERLOAD_PROXY_BIN:-}" "${OVERLOAD_OUT:-}" "$@"
 
 # step NAME LOADGEN-RUN-FLAGS...: restart the proxy, run loadgen through it, keep the JSON report.
 step() {

@@ -53,21 +53,7 @@ EOF
 # shellcheck source=scripts/bench-lib.sh
 source "$REPO/scripts/bench-lib.sh"
 
-case ${1:-} in
-  -h|--help) usage; exit 0;;
-  "") ;;
-  *) die "unknown argument '$1' (see --help)";;
-esac
-for tool in go curl jq; do
-  command -v "$tool" >/dev/null || die "$tool is not on PATH"
-done
-
-out=${SEED_OUT:-}
-bench_setup seed "${SEED_PROXY_BIN:-}"
-if [[ -z $out ]]; then
-  out=$workdir
-fi
-mkdir -p "$out"
+bench_main seed "${SEED_PROXY_BIN:-}" "${SEED_OUT:-}" "$@"
 
 # seed NAME WORKERS HOSTS [LOADGEN FLAGS...]: one run; its JSON report goes to $out/NAME.json.
 seed() {
