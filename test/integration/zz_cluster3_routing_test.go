@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -112,6 +111,6 @@ func TestTokenAwareRouting(t *testing.T) {
 		if got < want[i] || got > want[i]+10 {
 			t.Errorf("node %s served %d requests from the proxy; want %d (a read and a batch for each of its keys)", a, got, want[i])
 		}
-		t.Log(fmt.Sprintf("node %s: expected %d requests, served %d", a, want[i], got))
+		t.Logf("node %s: expected %d requests, served %d", a, want[i], got)
 	}
 }
