@@ -7,30 +7,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
-	"github.com/prometheus/common/expfmt"
-)
 
-// gather renders the registry in the text format, without HELP lines.
-func gather(t *testing.T, reg *prometheus.Registry) string {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var out []string
-	for _, line := range strings.Split(b.String(), "\n") {
-		if !strings.HasPrefix(line, "# HELP") && line != "" {
-			out = append(out, line)
-		}
-	}
-	return strings.Join(out, "\n")
-}
+	"github.com/cqlgate/cqlgate/internal/promtest"
+)
 
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -50,7 +29,7 @@ func TestMetrics(t *testing.T) {
 	clk.Advance(30 * time.Millisecond)
 	a.permit.Release(Success, time.Millisecond) // admits w after 30ms
 
-	got := gather(t, reg)
+	got := promtest.Text(t, reg)
 	for _, want := range []string{
 		"# TYPE cqlgate_limiter_admitted_total counter\ncqlgate_limiter_admitted_total 3",
 		"# TYPE cqlgate_limiter_global_in_flight gauge\ncqlgate_limiter_global_in_flight 2",

@@ -108,7 +108,7 @@ const errSyntax = 0x2000
 // TestCorpusParsesInCassandra: every corpus read and write that the
 // classifier parses is also valid CQL syntax for Cassandra 5.0.
 func TestCorpusParsesInCassandra(t *testing.T) {
-	c := requireCassandra(t)
+	c := single.Get(t)
 	rc := dialRaw(t, c.Addrs[0])
 	checked := 0
 	for _, e := range loadCorpus(t) {
@@ -131,7 +131,7 @@ func TestCorpusParsesInCassandra(t *testing.T) {
 // n-th variable of Cassandra's PREPARED metadata, and the verdicts with the
 // real types are as documented.
 func TestBindTypesFromCassandra(t *testing.T) {
-	c := requireCassandra(t)
+	c := single.Get(t)
 	rc := dialRaw(t, c.Addrs[0])
 	for _, q := range []string{
 		"CREATE KEYSPACE IF NOT EXISTS " + testKeyspace + " WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
@@ -209,7 +209,7 @@ func TestBindTypesFromCassandra(t *testing.T) {
 // not, and the same list write with two different timestamps is stored
 // once.
 func TestListOverwriteTwiceWithOneTimestamp(t *testing.T) {
-	c := requireCassandra(t)
+	c := single.Get(t)
 	rc := dialRaw(t, c.Addrs[0])
 	rc.exec(t, "CREATE KEYSPACE IF NOT EXISTS "+testKeyspace+" WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
 	rc.exec(t, "CREATE TABLE IF NOT EXISTS "+testKeyspace+".lists (k bigint PRIMARY KEY, l list<int>, s set<int>)")

@@ -1,10 +1,8 @@
 package speculative
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,11 +15,7 @@ import (
 // and fails on leaked goroutines (the Scheduler's, above all).
 func TestMain(m *testing.M) {
 	code := m.Run()
-	shared.Lock()
-	if shared.cleanup != nil {
-		shared.cleanup()
-	}
-	shared.Unlock()
+	single.Stop()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
@@ -31,33 +25,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// shared is the single Cassandra node, got by the first test that needs it:
+// single is the Cassandra node, got by the first test that needs it:
 // benchmarks, fuzzing and unit tests never start one.
-var shared struct {
-	sync.Mutex
-	tried   bool
-	c       *cassandratest.Cluster
-	cleanup func()
-	err     error
-}
-
-// requireCassandra returns the shared single node. The test is skipped if
-// CQLGATE_SKIP_CASSANDRA=1 and fails if the node cannot be had.
-func requireCassandra(t *testing.T) *cassandratest.Cluster {
-	t.Helper()
-	if cassandratest.Skipped() {
-		t.Skip("Cassandra disabled by CQLGATE_SKIP_CASSANDRA=1")
-	}
-	shared.Lock()
-	defer shared.Unlock()
-	if !shared.tried {
-		shared.tried = true
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		shared.c, shared.cleanup, shared.err = cassandratest.Shared(ctx, "single", cassandratest.Options{Addresses: []string{"127.0.10.1"}})
-		cancel()
-	}
-	if shared.err != nil {
-		t.Fatalf("cassandra single: %v (set CQLGATE_SKIP_CASSANDRA=1 to skip instead)", shared.err)
-	}
-	return shared.c
-}
+var single = &cassandratest.Lazy{Name: "single", Options: cassandratest.Options{Addresses: []string{"127.0.10.1"}}, Timeout: 10 * time.Minute}

@@ -7,30 +7,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
-	"github.com/prometheus/common/expfmt"
-)
 
-// gather renders the registry in the text format, without HELP lines.
-func gather(t *testing.T, reg *prometheus.Registry) string {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var out []string
-	for _, line := range strings.Split(b.String(), "\n") {
-		if !strings.HasPrefix(line, "# HELP") && line != "" {
-			out = append(out, line)
-		}
-	}
-	return strings.Join(out, "\n")
-}
+	"github.com/cqlgate/cqlgate/internal/promtest"
+)
 
 func TestMetrics(t *testing.T) {
 	clk := newFakeClock()
@@ -80,7 +59,7 @@ func TestMetrics(t *testing.T) {
 		"# TYPE cqlgate_speculative_timers_pending gauge",
 		"cqlgate_speculative_timers_pending 1",
 	}, "\n")
-	got := gather(t, reg)
+	got := promtest.Text(t, reg)
 	if got != want {
 		t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
 	}
@@ -98,7 +77,7 @@ func TestMetrics(t *testing.T) {
 	// Nil parts are left out.
 	reg2 := prometheus.NewRegistry()
 	reg2.MustRegister(NewCollector(nil, b, nil))
-	if g := gather(t, reg2); strings.Contains(g, "delay") || strings.Contains(g, "timers") {
+	if g := promtest.Text(t, reg2); strings.Contains(g, "delay") || strings.Contains(g, "timers") {
 		t.Errorf("metrics of nil parts:\n%s", g)
 	}
 }

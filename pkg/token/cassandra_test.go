@@ -53,51 +53,21 @@ var typedTables = []string{
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	shared.Lock()
-	if schema.created && shared.c != nil {
-		if err := dropSchema(shared.c); err != nil {
+	if c := cluster3.Started(); schema.created && c != nil {
+		if err := dropSchema(c); err != nil {
 			fmt.Fprintf(os.Stderr, "dropping the test keyspaces: %v\n", err)
 		}
 	}
-	if shared.cleanup != nil {
-		shared.cleanup()
-	}
-	shared.Unlock()
+	cluster3.Stop()
 	os.Exit(code)
 }
 
-// shared is the cluster, got by the first test that needs it (see
-// cassandratest.Shared): benchmarks, fuzzing and -list never start one.
-var shared struct {
-	sync.Mutex
-	tried   bool
-	c       *cassandratest.Cluster
-	cleanup func()
-	err     error
-}
-
-// requireCluster returns the shared 3-node cluster. The test is skipped if
-// CQLGATE_SKIP_CASSANDRA=1 and fails if the cluster cannot be had.
-func requireCluster(t *testing.T) *cassandratest.Cluster {
-	t.Helper()
-	if cassandratest.Skipped() {
-		t.Skip("Cassandra disabled by CQLGATE_SKIP_CASSANDRA=1")
-	}
-	shared.Lock()
-	defer shared.Unlock()
-	if !shared.tried {
-		shared.tried = true
-		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-		shared.c, shared.cleanup, shared.err = cassandratest.Shared(ctx, "cluster3", cassandratest.Options{
-			Nodes:     3,
-			Addresses: []string{"127.0.11.1", "127.0.11.2", "127.0.11.3"},
-		})
-		cancel()
-	}
-	if shared.err != nil {
-		t.Fatalf("cassandra cluster3: %v (set CQLGATE_SKIP_CASSANDRA=1 to skip instead)", shared.err)
-	}
-	return shared.c
+// cluster3 is the 3-node cluster, got by the first test that needs it:
+// benchmarks, fuzzing and -list never start one.
+var cluster3 = &cassandratest.Lazy{
+	Name:    "cluster3",
+	Options: cassandratest.Options{Nodes: 3, Addresses: []string{"127.0.11.1", "127.0.11.2", "127.0.11.3"}},
+	Timeout: 25 * time.Minute,
 }
 
 // schema records whether the shared schema was made, and how that went.
@@ -187,7 +157,7 @@ func randomText(rng *rand.Rand) string {
 // TestTokensMatchCassandra compares PartitionToken with token() for keys
 // of single and composite partition keys of several types.
 func TestTokensMatchCassandra(t *testing.T) {
-	c := requireCluster(t)
+	c := cluster3.Get(t)
 	s := session(t, c)
 	rng := rand.New(rand.NewPCG(7, 8))
 	const perTable = 120
@@ -359,7 +329,7 @@ var tokenRangeRE = regexp.MustCompile(`start_token:(-?\d+), end_token:(-?\d+), e
 // compares its replicas with nodetool's for every token range
 // (describering) and for a few keys (getendpoints).
 func TestReplicasMatchCassandra(t *testing.T) {
-	c := requireCluster(t)
+	c := cluster3.Get(t)
 	s := session(t, c)
 	names := slices.Sorted(maps.Keys(testKeyspaces))
 	nodes := ringFromSystemTables(t, c)

@@ -121,7 +121,7 @@ func (rc *rawConn) withTimestamp(f []byte, ts int64, wantAdded bool) {
 // row, and QUERY, EXECUTE and BATCH sent with a timestamp added by
 // AppendFrameWithTimestamp must write with that timestamp.
 func TestRoutingPipelineInCassandra(t *testing.T) {
-	c := requireCluster(t)
+	c := cluster3.Get(t)
 	s := session(t, c)
 	const insert = "INSERT INTO tok_rf1.t_comp (v, b, a) VALUES (?, ?, ?)"
 	val := func(x []byte) *primitive.Value { return primitive.NewValue(x) }

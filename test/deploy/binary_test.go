@@ -49,7 +49,7 @@ func secretEnv(t *testing.T) (env []string, secrets []string) {
 // redacted, that no secret appears anywhere in the log or on /metrics, and
 // that the metrics page carries the build's version.
 func TestBinaryLogs(t *testing.T) {
-	c := single.get(t)
+	c := single.Get(t)
 	env, secrets := secretEnv(t)
 	b := startBinary(t, env, "--contact-points", c.Addrs[0], "--log-level", "info")
 	exercise(t, b.CQLAddr)

@@ -89,7 +89,7 @@ func TestDocsErrors(t *testing.T) {
 // document must match the checked-in one, and every family the binary
 // serves must be in it.
 func TestDocsMetrics(t *testing.T) {
-	c := single.get(t)
+	c := single.Get(t)
 
 	reg := admin.NewRegistry()
 	rec := &docgen.Recorder{Next: reg}

@@ -35,7 +35,7 @@ var update = flag.Bool("update", false, "rewrite the generated documents in docs
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
-	single.stop()
+	single.Stop()
 	bins.remove()
 	os.Exit(code)
 }
@@ -100,41 +100,7 @@ func run(tb testing.TB, dir string, name string, args ...string) string {
 
 // single is the one-node Cassandra the tests that need a live proxy share:
 // the suite's (CQLGATE_TEST_CASSANDRA_SINGLE), or one started on first use.
-var single lazyCluster
-
-type lazyCluster struct {
-	mu      sync.Mutex
-	c       *cassandratest.Cluster
-	cleanup func()
-	err     error
-}
-
-func (l *lazyCluster) get(tb testing.TB) *cassandratest.Cluster {
-	tb.Helper()
-	if cassandratest.Skipped() {
-		tb.Skip("Cassandra disabled by CQLGATE_SKIP_CASSANDRA=1")
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.c == nil && l.err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-		l.c, l.cleanup, l.err = cassandratest.Shared(ctx, "single", cassandratest.Options{Addresses: []string{"127.0.10.1"}})
-		cancel()
-	}
-	if l.err != nil {
-		tb.Fatalf("starting Cassandra: %v", l.err)
-	}
-	return l.c
-}
-
-func (l *lazyCluster) stop() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cleanup != nil {
-		l.cleanup()
-		l.cleanup = nil
-	}
-}
+var single = &cassandratest.Lazy{Name: "single", Options: cassandratest.Options{Addresses: []string{"127.0.10.1"}}, Timeout: 8 * time.Minute}
 
 // testVersion is stamped into the binaries the tests build, as `make build`
 // stamps the git version.

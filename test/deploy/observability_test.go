@@ -280,7 +280,7 @@ func TestGrafanaDashboard(t *testing.T) {
 // ones or counters by reason that never happened, may show "No data").
 func TestDashboardQueriesReturnData(t *testing.T) {
 	promBin := tool(t, "prometheus", "Debian's prometheus package")
-	c := single.get(t)
+	c := single.Get(t)
 	b := startBinary(t, nil, "--contact-points", c.Addrs[0])
 	exercise(t, b.CQLAddr)
 

@@ -85,7 +85,7 @@ func (want *typesRow) diff(got *typesRow) []string {
 // same row with gocql's prepared INSERT, then reads both back with gocql's
 // prepared SELECT and with a simple QUERY, which must return identical cells.
 func TestSimpleAndPreparedStatements(t *testing.T) {
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	p := startProxy(t, c.Addrs, nil)
 	s := proxySession(t, p, nil)
 	recreateKeyspace(t, s, "it_basic", 1,
@@ -170,7 +170,7 @@ func TestSimpleAndPreparedStatements(t *testing.T) {
 // paging states, and checks every row comes back exactly once.
 func TestPaging(t *testing.T) {
 	const n, pageSize = 5000, 100
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	p := startProxy(t, c.Addrs, nil)
 	s := proxySession(t, p, nil)
 	recreateKeyspace(t, s, "it_page", 1,
@@ -300,7 +300,7 @@ func TestPaging(t *testing.T) {
 // TestBatchesLWTAndTypes covers BATCH, lightweight transactions, counters,
 // collections, UDTs, tuples and 1 MiB blobs.
 func TestBatchesLWTAndTypes(t *testing.T) {
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	p := startProxy(t, c.Addrs, nil)
 	s := proxySession(t, p, nil)
 	recreateKeyspace(t, s, "it_types", 1,
@@ -527,7 +527,7 @@ func TestBatchesLWTAndTypes(t *testing.T) {
 // (then 2,000 reads), all of which must succeed.
 func TestConcurrentRequests(t *testing.T) {
 	const n = 2000
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	p := startProxy(t, c.Addrs, nil)
 	s := proxySession(t, p, nil)
 	recreateKeyspace(t, s, "it_conc", 1, "CREATE TABLE it_conc.kv (k int PRIMARY KEY, v int)")
@@ -588,7 +588,7 @@ func TestConcurrentRequests(t *testing.T) {
 // codes and details, that they are not counted as the proxy's own, and that
 // the session keeps working.
 func TestErrorCodes(t *testing.T) {
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	p := startProxy(t, c.Addrs, nil)
 	s := proxySession(t, p, nil)
 	recreateKeyspace(t, s, "it_err", 1, "CREATE TABLE it_err.kv (k int PRIMARY KEY, v text)")

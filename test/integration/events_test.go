@@ -61,7 +61,7 @@ func expectSilence(t *testing.T, r *rawConn, d time.Duration, why string) {
 // version and compression, and reach no client that did not register for
 // them.
 func TestSchemaChangeEvents(t *testing.T) {
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	p := startProxy(t, c.Addrs, nil)
 	admin := proxySession(t, p, nil)
 	recreateKeyspace(t, admin, "it_events", 1)
@@ -111,7 +111,7 @@ func TestSchemaChangeEvents(t *testing.T) {
 // drops the cache when a SCHEMA_CHANGE event arrives on its control
 // connection, so this fails unless the proxy forwards events to drivers.
 func TestDriverMetadataSeesNewTable(t *testing.T) {
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	p := startProxy(t, c.Addrs, nil)
 	admin := proxySession(t, p, nil)
 	recreateKeyspace(t, admin, "it_meta", 1, "CREATE TABLE it_meta.old (k int PRIMARY KEY)")

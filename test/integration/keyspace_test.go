@@ -17,7 +17,7 @@ import (
 // keyspaces with USE do too; and USE of a missing keyspace gets Cassandra's
 // error and leaves the client where it was.
 func TestUseKeyspace(t *testing.T) {
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	p := startProxy(t, c.Addrs, nil)
 	admin := proxySession(t, p, nil)
 	// The second keyspace has a case-sensitive name, which must be quoted

@@ -18,7 +18,7 @@ import (
 // that it closed the clients still connected, and that none of its
 // goroutines is left.
 func TestNoGoroutineLeaks(t *testing.T) {
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	// Drivers' and earlier tests' goroutines are not the proxy's.
 	ignore := goleak.IgnoreCurrent()
 

@@ -46,7 +46,7 @@ func burst(t *testing.T, s *gocql.Session, n int) (ok int, errs map[string]int, 
 // burst of 500 concurrent requests waits in the proxy's queue and every one
 // succeeds: the client sees latency, not errors.
 func TestLimiterQueuesExcess(t *testing.T) {
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	p := startProxy(t, c.Addrs, func(cfg *config.Config) {
 		cfg.NodeLimit = 1
 		cfg.QueueMaxWait = 30e9
@@ -68,7 +68,7 @@ func TestLimiterQueuesExcess(t *testing.T) {
 // limit are answered at once with OVERLOADED (0x1001) naming the limit, on
 // their own stream; nothing else fails and the connection stays usable.
 func TestLimiterRejectsWithOverloaded(t *testing.T) {
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	p := startProxy(t, c.Addrs, func(cfg *config.Config) {
 		cfg.NodeLimit = 1
 		cfg.QueueLength = 0

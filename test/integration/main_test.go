@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +25,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	for _, l := range allClusters {
-		l.stop()
+		l.Stop()
 	}
 	os.Exit(code)
 }
@@ -72,67 +71,27 @@ func runProxyChild(contactPoints string) int {
 // address (host:9042), Hosts[i] its IP address.
 type testCluster = cassandratest.Cluster
 
-// lazyCluster starts a shared Cassandra cluster the first time a test asks
-// for it. Only one cluster runs at a time (the machine has two cores): the
-// other is stopped before a cluster starts. Test files are named so that
-// every SINGLE test runs before the CLUSTER3 ones.
-type lazyCluster struct {
-	name  string
-	addrs []string
-
-	mu      sync.Mutex
-	c       *testCluster
-	cleanup func()
-	err     error
-}
-
+// The shared Cassandra clusters, started the first time a test asks for
+// one. Only one runs at a time (the machine has two cores): the other is
+// stopped before a cluster starts. Test files are named so that every
+// SINGLE test runs before the CLUSTER3 ones.
 var (
-	singleCluster = &lazyCluster{name: "SINGLE", addrs: []string{"127.0.10.1"}}
-	cluster3      = &lazyCluster{name: "CLUSTER3", addrs: []string{"127.0.11.1", "127.0.11.2", "127.0.11.3"}}
-	allClusters   = []*lazyCluster{singleCluster, cluster3}
+	singleCluster = &cassandratest.Lazy{Name: "SINGLE", Options: cassandratest.Options{Addresses: []string{"127.0.10.1"}}, Timeout: clusterStartTimeout}
+	cluster3      = &cassandratest.Lazy{Name: "CLUSTER3", Options: cassandratest.Options{Nodes: 3, Addresses: []string{"127.0.11.1", "127.0.11.2", "127.0.11.3"}}, Timeout: clusterStartTimeout}
+	allClusters   = []*cassandratest.Lazy{singleCluster, cluster3}
 )
+
+func init() {
+	for _, l := range allClusters {
+		l.BeforeStart = func() {
+			for _, other := range allClusters {
+				if other != l {
+					other.Stop()
+				}
+			}
+		}
+	}
+}
 
 // clusterStartTimeout bounds the start of one whole cluster.
 const clusterStartTimeout = 8 * time.Minute
-
-func skipCassandra() bool { return os.Getenv("CQLGATE_SKIP_CASSANDRA") == "1" }
-
-// get returns the running cluster, starting it if needed. A cluster that
-// failed to start is not tried again: every test needing it fails at once.
-func (l *lazyCluster) get(t testing.TB) *testCluster {
-	t.Helper()
-	if skipCassandra() {
-		t.Skip("CQLGATE_SKIP_CASSANDRA=1")
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.c == nil && l.err == nil {
-		for _, other := range allClusters {
-			if other != l {
-				other.stop()
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), clusterStartTimeout)
-		start := time.Now()
-		l.c, l.cleanup, l.err = cassandratest.Shared(ctx, l.name, cassandratest.Options{Nodes: len(l.addrs), Addresses: l.addrs})
-		cancel()
-		if l.err == nil {
-			t.Logf("cassandra cluster %s %v ready in %s", l.name, l.c.Addrs, time.Since(start).Round(time.Millisecond))
-		}
-	}
-	if l.err != nil {
-		t.Fatalf("cassandra cluster %s could not be started: %v (set CQLGATE_SKIP_CASSANDRA=1 to skip instead)", l.name, l.err)
-	}
-	return l.c
-}
-
-// stop stops the cluster if this package started it; a later get starts it
-// again.
-func (l *lazyCluster) stop() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cleanup != nil {
-		l.cleanup()
-	}
-	l.c, l.cleanup, l.err = nil, nil, nil
-}

@@ -51,7 +51,7 @@ import (
 //
 //	go test ./test/integration -run '^$' -bench Overload -benchtime 1x
 func BenchmarkOverload(b *testing.B) {
-	c := singleCluster.get(b)
+	c := singleCluster.Get(b)
 	nodeLimit := envInt(b, "CQLGATE_OVERLOAD_NODE_LIMIT", 32)
 	target := time.Duration(envInt(b, "CQLGATE_OVERLOAD_TARGET_MS", 2)) * time.Millisecond
 	step := 4 * time.Second

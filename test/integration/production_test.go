@@ -22,7 +22,7 @@ import (
 // on its stream and in its version, and is closed; a reload raises the limit
 // without touching the connections already open.
 func TestConnectionLimitAnswersOverloaded(t *testing.T) {
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	var cfg config.Config
 	p := startProxy(t, c.Addrs, func(cc *config.Config) {
 		cc.MaxClientConnections = 2
@@ -71,7 +71,7 @@ func isClosed(err error) bool {
 // --client-write-buffer-bytes, and another client on the same backend
 // connection is served throughout.
 func TestClientThatStopsReadingIsCutOff(t *testing.T) {
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	direct := newSession(t, c.Addrs, nil)
 	recreateKeyspace(t, direct, "it_slow", 1, "CREATE TABLE it_slow.blobs (k int PRIMARY KEY, v blob)")
 	mustExec(t, direct, "INSERT INTO it_slow.blobs (k, v) VALUES (1, ?)", make([]byte, 256<<10))
@@ -110,7 +110,7 @@ func TestClientThatStopsReadingIsCutOff(t *testing.T) {
 // requests waits ~700 ms and would need ~700 ms more: over its 1 s budget,
 // it gets the proxy's timeout error instead of an answer at ~1.4 s.
 func TestQueueTimeCountsTowardTheDeadline(t *testing.T) {
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	slow := faultinject.New(t, "127.0.0.1:0", c.Addrs[0])
 	p := startProxy(t, []string{slow.Addr}, func(cc *config.Config) {
 		cc.NodeLimit = 1
@@ -147,7 +147,7 @@ func TestQueueTimeCountsTowardTheDeadline(t *testing.T) {
 // accepting, answers new requests on open connections with OVERLOADED (so
 // drivers move on), and lets the requests in flight finish.
 func TestDrainFinishesInFlightAndRefusesNew(t *testing.T) {
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	slow := faultinject.New(t, "127.0.0.1:0", c.Addrs[0])
 	p := startProxy(t, []string{slow.Addr}, func(cc *config.Config) {
 		cc.DrainTimeout = 10 * time.Second
@@ -191,7 +191,7 @@ func TestDrainFinishesInFlightAndRefusesNew(t *testing.T) {
 // that stream, as from Cassandra itself (the proxy maps each to its own
 // backend stream), and the connection goes on.
 func TestStreamIDReusedWhileInFlight(t *testing.T) {
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	p := startProxy(t, c.Addrs, nil)
 	rc := dialRaw(t, p.Addr, 4)
 	rc.startup(nil)

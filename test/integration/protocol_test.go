@@ -131,7 +131,7 @@ func (g gocql2Session) pagedKeys(q string, pageSize int) ([]int, error) {
 // and, with compression, that large responses do travel compressed.
 func TestProtocolVersionsAndCompression(t *testing.T) {
 	const rows, pageSize = 1000, 50
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	p := startProxy(t, c.Addrs, nil)
 	admin := proxySession(t, p, nil)
 	recreateKeyspace(t, admin, "it_proto", 1,
@@ -278,7 +278,7 @@ func expectWorking(t *testing.T, r *rawConn, stream int16) {
 // proxy for others.
 func TestMalformedInput(t *testing.T) {
 	const maxFrame = 65536 // the smallest limit config allows
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	p := startProxy(t, c.Addrs, func(cfg *config.Config) { cfg.MaxFrameBytes = maxFrame })
 
 	for _, v := range []byte{4, 5} {

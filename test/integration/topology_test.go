@@ -27,7 +27,7 @@ import (
 // token, a stable host id), system.peers and system.peers_v2 are empty, and
 // gocql's host discovery finds the proxy and nothing else.
 func TestSystemTablesShowOnlyTheProxy(t *testing.T) {
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	p := startProxy(t, c.Addrs, nil)
 	proxyAP := netip.MustParseAddrPort(p.Addr)
 
@@ -171,7 +171,7 @@ func TestSystemTablesShowOnlyTheProxy(t *testing.T) {
 // inspection of the proxy process must find its connections to Cassandra,
 // which shows the method sees such connections when they exist.
 func TestClientConnectsOnlyToTheProxy(t *testing.T) {
-	c := singleCluster.get(t)
+	c := singleCluster.Get(t)
 	proxyAddr, proxyPid := startProxyProcess(t, c.Addrs)
 	nodeIPs := map[netip.Addr]bool{}
 	for _, h := range c.Hosts {

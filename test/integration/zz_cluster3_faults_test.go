@@ -76,7 +76,7 @@ func (l *readLoad) finish(t *testing.T, what string) {
 // faultSetup creates the table and starts a proxy that reaches the victim
 // through a fault injector.
 func faultSetup(t testing.TB, mod func(*config.Config)) (*testCluster, *testProxy, *faultinject.Fault, *gocql.Session) {
-	c := cluster3.get(t)
+	c := cluster3.Get(t)
 	direct := newSession(t, c.Addrs, nil)
 	recreateKeyspace(t, direct, "it_faults", 3, "CREATE TABLE it_faults.kv (k int PRIMARY KEY, v int)")
 	for k := 0; k < 200; k++ {
@@ -222,7 +222,7 @@ func TestFaultBlackholedNodeIsDetected(t *testing.T) {
 // read fails, every request is answered, and nothing stays in flight.
 func TestNodeKilledUnderLoad(t *testing.T) {
 	const victim = 2
-	c := cluster3.get(t)
+	c := cluster3.Get(t)
 	direct := newSession(t, c.Addrs, nil)
 	recreateKeyspace(t, direct, "it_faults", 3, "CREATE TABLE it_faults.kv (k int PRIMARY KEY, v int)")
 	for k := 0; k < 200; k++ {

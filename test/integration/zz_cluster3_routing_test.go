@@ -15,7 +15,7 @@ import (
 // checked against the requests each node counted from the proxy.
 func TestTokenAwareRouting(t *testing.T) {
 	const keys = 300
-	c := cluster3.get(t)
+	c := cluster3.Get(t)
 	direct := newSession(t, c.Addrs, nil)
 	recreateKeyspace(t, direct, "it_route", 1, "CREATE TABLE it_route.kv (k int PRIMARY KEY, v int)")
 	for k := 0; k < keys; k++ {

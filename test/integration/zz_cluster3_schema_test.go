@@ -27,7 +27,7 @@ import (
 // version everywhere; that made 2 requests in 3 fail on a local cluster.)
 func TestDDLWaitsForSchemaAgreement(t *testing.T) {
 	const tables, uses = 8, 30
-	c := cluster3.get(t)
+	c := cluster3.Get(t)
 	p := startProxy(t, c.Addrs[:1], nil)
 	s := proxySession(t, p, func(cc *gocql.ClusterConfig) { cc.Consistency = gocql.One })
 	recreateKeyspace(t, s, "it_ddl", 3)
@@ -69,7 +69,7 @@ func TestDDLWaitsForSchemaAgreement(t *testing.T) {
 //     checked among the nodes that are up.
 func TestNodeShutdownIsInvisible(t *testing.T) {
 	const victim = 2
-	c := cluster3.get(t)
+	c := cluster3.Get(t)
 	direct := newSession(t, c.Addrs, nil)
 	recreateKeyspace(t, direct, "it_repro", 3, "CREATE TABLE it_repro.kv (k int PRIMARY KEY, v text)")
 	for k := 0; k < 100; k++ {

@@ -2,7 +2,7 @@ package integration
 
 // The tests that need the three-node cluster. The file is named to sort
 // last: go test runs tests in source file order, and only one cluster runs
-// at a time (see lazyCluster), so the single-node tests all run first.
+// at a time (see allClusters), so the single-node tests all run first.
 
 import (
 	"bytes"
@@ -46,7 +46,7 @@ func proxyRequestsOn(t *testing.T, addr string) (conns int, requests int64) {
 // and checks it discovers the other nodes and spreads requests over all.
 func TestClusterDiscoveryAndSpread(t *testing.T) {
 	const queries = 3000
-	c := cluster3.get(t)
+	c := cluster3.Get(t)
 	direct := newSession(t, c.Addrs, nil) // waits for schema agreement after DDL
 	recreateKeyspace(t, direct, "it_spread", 3, "CREATE TABLE it_spread.kv (k int PRIMARY KEY, v int)")
 	direct.Close()
@@ -137,7 +137,7 @@ func TestClusterDiscoveryAndSpread(t *testing.T) {
 //     that would not re-prepare by itself.
 func TestNodeRestart(t *testing.T) {
 	const victim = 2 // not the contact point, which holds the control connection
-	c := cluster3.get(t)
+	c := cluster3.Get(t)
 	direct := newSession(t, c.Addrs, nil)
 	recreateKeyspace(t, direct, "it_restart", 3, "CREATE TABLE it_restart.kv (k int PRIMARY KEY, v text)")
 	direct.Close()
@@ -328,7 +328,7 @@ func TestNodeRestart(t *testing.T) {
 // the proxy's rewritten rows, never UNPREPARED, even for a client that does
 // not re-prepare by itself.
 func TestPreparedSystemQueriesAcrossNodes(t *testing.T) {
-	c := cluster3.get(t)
+	c := cluster3.Get(t)
 	p := startProxy(t, c.Addrs[:1], nil)
 	waitFor(t, 30*time.Second, "the proxy to connect to every node", func() (bool, string) {
 		conns := metricSeries(t, p.Reg, "cqlgate_backend_connections")
