@@ -402,10 +402,11 @@ func (c *client) close(err error) {
 	}
 }
 
-// sendError answers stream with an ERROR the proxy generated itself.
+// sendError answers stream with an ERROR the proxy generated itself,
+// encoded straight into a pooled buffer: under overload this runs for most
+// requests.
 func (c *client) sendError(stream int16, code int32, msg string) {
-	f := frame.AppendError(nil, c.version, stream, code, msg)
-	b := frame.GetBuf(len(f))
-	copy(b.B, f)
+	b := frame.GetBuf(frame.HeaderLen + 4 + 2 + len(msg))
+	b.B = frame.AppendError(b.B[:0], c.version, stream, code, msg)
 	c.send(b)
 }

@@ -246,7 +246,9 @@ func (r *request) Rejected(reason limiter.Reason) {
 	p.metrics.rejectLatency.Observe(now.Sub(r.start).Seconds())
 	// Hedges would only add load now.
 	p.hedging.budget.Pause(now.Add(time.Second))
-	r.fail(frame.ErrCodeOverloaded, p.overloadedMessage(reason))
+	p.metrics.proxyError(frame.ErrCodeOverloaded)
+	r.c.sendError(r.stream, frame.ErrCodeOverloaded, p.overloadedMessage(reason))
+	r.finishAt(now)
 }
 
 // overloadedMessages caches the OVERLOADED message of each limiter.Kind
@@ -496,9 +498,12 @@ func (r *request) fail(code int32, msg string) {
 	r.finish()
 }
 
-func (r *request) finish() {
+func (r *request) finish() { r.finishAt(time.Now()) }
+
+// finishAt ends the request at now: the limiter, the histograms and the
+// pools get back what it held.
+func (r *request) finishAt(now time.Time) {
 	c := r.c
-	now := time.Now()
 	c.p.metrics.requestDuration.Observe(now.Sub(r.start).Seconds())
 	if r.sent.IsZero() {
 		r.permit.Release(limiter.Dropped, 0)
