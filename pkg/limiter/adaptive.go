@@ -26,7 +26,9 @@ import (
 //     whose latency is flat up to its capacity C and rises linearly past it,
 //     that cut lands on C, where the latency is back at the baseline, so the
 //     baseline keeps being re-measured; the limit then oscillates between
-//     about C and Tolerance*C.
+//     about C and Tolerance*C. A mean under twice that is only acted on
+//     when the window before was over too: one such window is as often
+//     noise, and the baseline, a minimum, sits at the low edge of it.
 //   - else an OVERLOADED or timeout outcome in the window: limit *= Backoff.
 //   - else, if the window used at least half the limit: the limit grows,
 //     doubling until the first cut (slow start) and by sqrt(limit) after.
@@ -39,8 +41,9 @@ import (
 //     node loaded from elsewhere), every window looks queued and cuts would
 //     pin the limit at MinLimit for a whole BaselineWindow. Cuts that do not
 //     move the latency give that away: once a run of cuts has divided the
-//     limit by 4 and two windows in a row did not lower the mean by 10%, the
-//     mean becomes the baseline and slow start resumes.
+//     limit by 4 (or brought it down to MinLimit, on a small node) and two
+//     windows in a row did not lower the mean by 10%, the mean becomes the
+//     baseline and slow start resumes.
 //   - Stale high (a baseline first measured above capacity, or after the
 //     reset above): every BaselineWindow/3 the limit is halved for two
 //     windows (BBR's ProbeRTT), so the node is seen below its capacity.
@@ -77,6 +80,9 @@ type adaptive struct {
 
 	base [baseSlots]baseSlot
 	last int64 // the last window's mean
+	// above counts windows in a row whose mean was over Tolerance
+	// baselines.
+	above int
 
 	// A run of cuts: the limit when it began (0 = none), the previous
 	// window's mean, and how many windows in a row did not lower it by 10%.
@@ -159,8 +165,18 @@ func (a *adaptive) update(now int64, inflight int32, cfg *Config) float64 {
 		return a.limit
 	}
 	limit := a.limit
+	if a.count == 0 || float64(mean) <= cfg.Tolerance*float64(base) {
+		a.above = 0
+	}
 	switch {
 	case a.count > 0 && float64(mean) > cfg.Tolerance*float64(base):
+		if a.above++; a.above < 2 && float64(mean) < 2*cfg.Tolerance*float64(base) {
+			// One window a little over is as often noise as
+			// queueing: on a busy host window means swing by half
+			// around the same limit. Hold, and cut if the next one
+			// is over too; far over is queueing, cut now.
+			break
+		}
 		switch {
 		case a.runStart == 0:
 			a.runStart, a.flat = limit, 0
@@ -170,9 +186,10 @@ func (a *adaptive) update(now int64, inflight int32, cfg *Config) float64 {
 			a.flat = 0
 		}
 		a.prevMean = mean
-		if a.flat >= 2 && limit <= a.runStart/4 {
-			// The limit is down 4x and the latency has not followed
-			// for two windows: the baseline is stale.
+		if a.flat >= 2 && (limit <= a.runStart/4 || limit <= float64(cfg.MinLimit)) {
+			// The limit is down 4x, or as far as it goes, and the
+			// latency has not followed for two windows: the baseline
+			// is stale.
 			a.base = [baseSlots]baseSlot{}
 			a.observeBase(now, mean, slot)
 			a.clamp = clampFactor * mean

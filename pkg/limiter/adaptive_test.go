@@ -223,3 +223,56 @@ func TestAdaptiveIgnoresFailuresAndDrops(t *testing.T) {
 		t.Fatalf("samples %d, drops %d after failures and drops; want none", a.count, a.drops)
 	}
 }
+
+// The same on a small node, whose limit cannot be cut by 4 before it
+// reaches MinLimit: once the limit sits at MinLimit and the latency does
+// not follow, the latency is the node's new baseline. Without that rule the
+// limit stayed at MinLimit, 40% under capacity, for a whole baseline window
+// (and on a busy 2-core machine, whose latency climbs with any load, for
+// good: 13k requests/s through the proxy where a fixed limit served 47k).
+func TestAdaptiveLimitRecoversFromStaleBaselineSmallNode(t *testing.T) {
+	const c = 40
+	as := newAdaptiveSim(t, Config{}, c, 400, 10*time.Millisecond)
+	as.s.run(10 * time.Second)
+	as.b.service = 20 * time.Millisecond
+	as.s.run(20 * time.Second)
+	checkSettled(t, as, "after the service time doubled", 12*time.Second, 20*time.Second, c, 0.75, 1.3, 1.6)
+}
+
+// Window means that swing around the same limit, as on a busy host where
+// the node's latency is mostly scheduling noise, must not ratchet the limit
+// down: a single window a little over Tolerance is held, not cut.
+func TestAdaptiveLimitIgnoresSingleNoisyWindows(t *testing.T) {
+	cfg, err := Config{Adaptive: true}.normalized()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a adaptive
+	now := int64(0)
+	a.reset(&cfg, now, 0)
+	window := func(latency time.Duration) float64 {
+		for range cfg.MinSamples {
+			a.record(Success, latency)
+		}
+		a.maxInflight = int32(a.limit) // the clients use the whole limit
+		now += int64(cfg.Window)
+		return a.update(now, 0, &cfg)
+	}
+	window(time.Millisecond) // the baseline
+	start := a.limit
+	for i := range 40 {
+		lat := time.Millisecond
+		if i%2 == 0 {
+			lat = 1700 * time.Microsecond // over 1.5 baselines, alone
+		}
+		if l := window(lat); l < start {
+			t.Fatalf("window %d (mean %s): limit cut from %.0f to %.0f; want no cut for lone noisy windows", i, lat, start, l)
+		}
+	}
+	// Two in a row are queueing: cut.
+	before := a.limit
+	window(1700 * time.Microsecond)
+	if l := window(1700 * time.Microsecond); l >= before {
+		t.Fatalf("two windows over Tolerance in a row left the limit at %.0f (was %.0f); want a cut", l, before)
+	}
+}
