@@ -40,7 +40,7 @@ seed: ## the seed experiment: 50,000 goroutines x 200 SELECTs, gocql defaults, d
 
 .PHONY: overload
 overload: ## open loop at 2x, 5x, 10x one node's capacity through the proxy (raw-frame generator): goodput, p99, OVERLOADED latency, bytes per queued request
-	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkOverload$$' -benchtime 1x -timeout 20m ./test/integration
+	$(GO) test -v -count=1 -run '^$$' -bench '^BenchmarkOverload$$' -benchtime 1x -timeout 20m ./test/integration
 
 .PHONY: overload-loadgen
 overload-loadgen: ## the same steps offered by loadgen (gocql), which falls behind past about 1x on two cores

@@ -96,37 +96,43 @@ func BenchmarkOverload(b *testing.B) {
 			m       float64
 			r       *stepStats
 			proxyOL float64
+			backend float64 // mean seconds from queueing to Cassandra to reading the answer
+			limit   float64 // the node's limit at the end of the step
 		}
 		var results []result
 		best := peak.goodput()
 		for _, m := range []float64{2, 5, 10} {
 			var olBefore buckets
-			g.atMeasure = func() { olBefore = histogramBuckets(b, p.Reg, "cqlgate_overloaded_answer_seconds") }
+			var beSum, beCount float64
+			g.atMeasure = func() {
+				olBefore = histogramBuckets(b, p.Reg, "cqlgate_overloaded_answer_seconds")
+				beSum, beCount = histogramSum(b, p.Reg, "cqlgate_backend_request_duration_seconds")
+			}
 			r := g.openLoop(peak.goodput()*m, step)
 			g.atMeasure = nil
 			proxyOL := histogramBuckets(b, p.Reg, "cqlgate_overloaded_answer_seconds").minus(olBefore).quantile(0.99)
-			results = append(results, result{m, r, proxyOL})
+			sum, count := histogramSum(b, p.Reg, "cqlgate_backend_request_duration_seconds")
+			results = append(results, result{m, r, proxyOL, (sum - beSum) / (count - beCount), metricSum(b, p.Reg, "cqlgate_limiter_limit")})
 			best = max(best, r.goodput())
 		}
 		// Goodput is compared with the best any step achieved: the closed
 		// loop's generator costs more per request than the open loop's, so
 		// an overloaded step may serve more than the closed loop did.
 		b.Logf("peak goodput of all steps: %.0f/s", best)
-		b.Logf("%-4s %9s %9s %7s %10s %7s %11s %10s %10s %s", "step", "offered", "goodput", "of peak", "ok p99", "x unld", "overloaded", "OL p99", "proxy OL", "generator")
+		b.Logf("%-4s %9s %9s %7s %10s %7s %11s %10s %10s %10s %5s %s", "step", "offered", "goodput", "of peak", "ok p99", "x unld", "overloaded", "OL p99", "proxy OL", "backend", "limit", "generator")
 		for _, res := range results {
 			r, m := res.r, res.m
 			ofPeak := r.goodput() / best
 			x := float64(r.ok.ValueAtQuantile(99)) / float64(unloaded.ok.ValueAtQuantile(99))
-			b.Logf("%-4s %9.0f %9.0f %6.0f%% %10s %7.2f %11d %10s %10s %s", fmt.Sprintf("%gx", m), r.offered,
+			b.Logf("%-4s %9.0f %9.0f %6.0f%% %10s %7.2f %11d %10s %10s %10s %5.0f %s", fmt.Sprintf("%gx", m), r.offered,
 				r.goodput(), ofPeak*100, us(r.ok.ValueAtQuantile(99)), x, r.overloaded.TotalCount(),
-				us(r.overloaded.ValueAtQuantile(99)), "≤"+us(int64(res.proxyOL*1e6)), r.schedule())
+				us(r.overloaded.ValueAtQuantile(99)), "≤"+us(int64(res.proxyOL*1e6)), us(int64(res.backend*1e6)), res.limit, r.schedule())
 			b.ReportMetric(ofPeak, fmt.Sprintf("goodput/peak@%gx", m))
 			b.ReportMetric(x, fmt.Sprintf("p99/unloaded@%gx", m))
 			b.ReportMetric(float64(r.overloaded.ValueAtQuantile(99)), fmt.Sprintf("OLp99-µs@%gx", m))
 			b.ReportMetric(res.proxyOL*1e6, fmt.Sprintf("proxyOLp99-µs@%gx", m))
 		}
-		b.Logf("ok p99 and OL p99: service times seen by the generator (from its write to the answer); proxy OL: p99 bucket bound of")
-		b.Logf("cqlgate_overloaded_answer_seconds, from the proxy reading the request to queueing its OVERLOADED answer")
+		b.Logf("ok/OL p99: service times at the generator; proxy OL: p99 bound of cqlgate_overloaded_answer_seconds; backend: mean of cqlgate_backend_request_duration_seconds; limit: at the step's end")
 		g.close()
 	}
 	p.Stop()
@@ -524,6 +530,23 @@ func histogramBuckets(tb testing.TB, reg *prometheus.Registry, name string) buck
 		tb.Fatalf("no histogram %s", name)
 	}
 	return out
+}
+
+// histogramSum returns the sum and count of a histogram, all series added.
+func histogramSum(tb testing.TB, reg *prometheus.Registry, name string) (sum, count float64) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		tb.Fatalf("gather metrics: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetHistogram().GetSampleSum()
+				count += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum, count
 }
 
 func (b buckets) minus(o buckets) buckets {
