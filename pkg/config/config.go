@@ -120,6 +120,8 @@ type Config struct {
 
 	LimitMax int `flag:"limit-max" env:"CQLGATE_LIMIT_MAX" yaml:"limit_max" default:"4096" reload:"true" help:"highest adaptive per-node limit (at most 32768 per connection to the node)"`
 
+	LimitTolerance float64 `flag:"limit-tolerance" env:"CQLGATE_LIMIT_TOLERANCE" yaml:"limit_tolerance" default:"1.5" reload:"true" help:"adaptive mode: how far (as a multiple, in (1, 10]) a node's mean latency may rise above its no-load latency before the limit is cut; raise it where the latency swings with other load on the host"`
+
 	GlobalLimit int `flag:"global-limit" env:"CQLGATE_GLOBAL_LIMIT" yaml:"global_limit" default:"0" reload:"true" help:"requests in flight to the whole cluster; 0 means the sum of the node limits"`
 
 	QueueLength int `flag:"queue-length" env:"CQLGATE_QUEUE_LENGTH" yaml:"queue_length" default:"131072" reload:"true" help:"requests that may wait for a free slot when the limits are reached; beyond it clients get OVERLOADED at once (0 rejects without queueing). The default holds what two drivers' connection pools can have in flight (gocql: 2 connections x 32,768 streams per host)"`
@@ -392,6 +394,9 @@ func (c *Config) Validate() error {
 	p.intRange("LimitMax", c.LimitMax, 1, 32768*max(1, c.ConnectionsPerNode))
 	if c.LimitMax < c.LimitMin {
 		p.add("LimitMax", "must be at least --limit-min (%d), got %d", c.LimitMin, c.LimitMax)
+	}
+	if !(c.LimitTolerance > 1 && c.LimitTolerance <= 10) {
+		p.add("LimitTolerance", "must be in (1, 10], got %g", c.LimitTolerance)
 	}
 	p.intRange("GlobalLimit", c.GlobalLimit, 0, 1<<30)
 	p.intRange("QueueLength", c.QueueLength, 0, 1<<24)

@@ -199,6 +199,7 @@ func limiterConfig(cfg config.Config) limiter.Config {
 		Adaptive:    cfg.LimitMode == "adaptive",
 		MinLimit:    cfg.LimitMin,
 		MaxLimit:    cfg.LimitMax,
+		Tolerance:   cfg.LimitTolerance,
 		QueueLength: cfg.QueueLength,
 		MaxWait:     cfg.QueueMaxWait,
 		QueueTarget: cfg.QueueTarget,
