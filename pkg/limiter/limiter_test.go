@@ -180,6 +180,29 @@ func TestQueueIsFIFOWhileHealthy(t *testing.T) {
 	}
 }
 
+// AcquireAt takes the caller's clock reading as the arrival time: the wait
+// is counted from it.
+func TestAcquireAtCountsTheWaitFromTheCallersTime(t *testing.T) {
+	l, clk := newTestLimiter(t, Config{NodeLimit: 1, MaxWait: 100 * time.Millisecond}, 1)
+	hold := &rec{t: t}
+	l.Acquire(hold, 1, 0, nil, time.Time{})
+	clk.Advance(time.Second)
+	l.Sweep()
+	r := &rec{t: t}
+	l.AcquireAt(r, 2, 0, nil, time.Time{}, clk.Now().Add(-50*time.Millisecond))
+	clk.Advance(40 * time.Millisecond)
+	l.Sweep()
+	if !r.pending() {
+		t.Fatalf("answered %+v 90ms after arriving with a 100ms MaxWait", r.reason)
+	}
+	clk.Advance(20 * time.Millisecond)
+	l.Sweep()
+	if r.reason.Kind != QueueTimeout {
+		t.Fatalf("110ms after arriving (60ms after queueing): %+v; want QueueTimeout", r.reason)
+	}
+	hold.permit.Release(Success, 0)
+}
+
 func TestMaxWaitExpiresWithoutAGoroutinePerWaiter(t *testing.T) {
 	l, clk := newTestLimiter(t, Config{NodeLimit: 1, MaxWait: 100 * time.Millisecond}, 1)
 	hold := &rec{t: t}

@@ -196,7 +196,7 @@ func (c *client) forward(req *request) {
 		c.route(req)
 		p, ok := c.p.limiter.TryAcquire(req.cands)
 		if !ok {
-			c.p.limiter.Acquire(req, c.flow, c.p.class(req), req.cands, time.Unix(0, req.deadline))
+			c.p.limiter.AcquireAt(req, c.flow, c.p.class(req), req.cands, time.Unix(0, req.deadline), req.start)
 			return
 		}
 		req.permit = p
