@@ -44,6 +44,10 @@ import (
 // CQLGATE_OVERLOAD_PIN=0 to share the CPUs.
 //
 // CQLGATE_OVERLOAD_ADAPTIVE=1 runs it with --limit-mode adaptive instead.
+// CQLGATE_OVERLOAD_ROWS=N reads a partition of N 64-byte rows instead of
+// one row: a read that costs the node more, as most real ones do, so that
+// 10x its capacity is not also far more than the proxy's core can turn
+// away.
 // The node limit is 32 (CQLGATE_OVERLOAD_NODE_LIMIT): enough to keep the
 // node busy, few enough that requests do not queue inside Cassandra. The
 // queue settings are those an operator sets for latency-sensitive traffic:
@@ -56,6 +60,7 @@ func BenchmarkOverload(b *testing.B) {
 	target := time.Duration(envInt(b, "CQLGATE_OVERLOAD_TARGET_MS", 2)) * time.Millisecond
 	step := 4 * time.Second
 	adaptive := os.Getenv("CQLGATE_OVERLOAD_ADAPTIVE") == "1"
+	rows := envInt(b, "CQLGATE_OVERLOAD_ROWS", 1)
 	p := startProxy(b, c.Addrs, func(cfg *config.Config) {
 		cfg.NodeLimit = nodeLimit
 		cfg.QueueMaxWait = 100 * time.Millisecond
@@ -66,20 +71,28 @@ func BenchmarkOverload(b *testing.B) {
 	})
 	defer pinApart(b, c)()
 	s := proxySession(b, p, nil)
-	recreateKeyspace(b, s, "it_overload", 1, "CREATE TABLE it_overload.kv (k int PRIMARY KEY, v blob)")
+	recreateKeyspace(b, s, "it_overload", 1, "CREATE TABLE it_overload.kv (k int PRIMARY KEY, v blob)",
+		"CREATE TABLE it_overload.wide (k int, c int, v blob, PRIMARY KEY (k, c))")
 	for k := range 100 {
 		mustExec(b, s, "INSERT INTO it_overload.kv (k, v) VALUES (?, ?)", k, make([]byte, 64))
+	}
+	query := "SELECT v FROM it_overload.kv WHERE k = 42"
+	if rows > 1 {
+		for c := range rows {
+			mustExec(b, s, "INSERT INTO it_overload.wide (k, c, v) VALUES (?, ?, ?)", 42, c, make([]byte, 64))
+		}
+		query = "SELECT v FROM it_overload.wide WHERE k = 42"
 	}
 
 	for range b.N {
 		// Cassandra's own unloaded p99, for scale.
-		d := newOverloadGen(b, c.Addrs[0], 4, "SELECT v FROM it_overload.kv WHERE k = 42")
+		d := newOverloadGen(b, c.Addrs[0], 4, query)
 		d.closedLoop(8, time.Second)
 		direct := d.openLoop(1000, 2*time.Second)
 		d.close()
 		b.Logf("direct to Cassandra, open loop at 1000/s: p99 %s, p50 %s", us(direct.ok.ValueAtQuantile(99)), us(direct.ok.ValueAtQuantile(50)))
 
-		g := newOverloadGen(b, p.Addr, 4, "SELECT v FROM it_overload.kv WHERE k = 42")
+		g := newOverloadGen(b, p.Addr, 4, query)
 		// The peak keeps four times the node limit outstanding, so that
 		// the queue always has the next request ready for a freed slot.
 		g.closedLoop(nodeLimit, 5*time.Second) // warms Cassandra's read path up
@@ -89,7 +102,7 @@ func BenchmarkOverload(b *testing.B) {
 		if adaptive {
 			limit = fmt.Sprintf("adaptive limit (now %.0f)", metricSum(b, p.Reg, "cqlgate_limiter_limit"))
 		}
-		b.Logf("%s, queue max wait 100ms, target %s; %s per step", limit, target, step)
+		b.Logf("%s, queue max wait 100ms, target %s; %s per step; %d row(s) per read", limit, target, step, rows)
 		b.Logf("peak (closed loop, %d outstanding): %.0f/s; unloaded p99 (open loop at %.0f/s): %s (p50 %s)",
 			4*nodeLimit, peak.goodput(), peak.goodput()/10, us(unloaded.ok.ValueAtQuantile(99)), us(unloaded.ok.ValueAtQuantile(50)))
 		type result struct {
