@@ -1,11 +1,14 @@
 package integration
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 
+	gocql2 "github.com/apache/cassandra-gocql-driver/v2"
+	"github.com/apache/cassandra-gocql-driver/v2/lz4"
 	"github.com/gocql/gocql"
 
 	"github.com/cqlgate/cqlgate/pkg/config"
@@ -14,6 +17,16 @@ import (
 // burst runs n concurrent SELECTs of one row through s and returns the
 // errors by message.
 func burst(t *testing.T, s *gocql.Session, n int) (ok int, errs map[string]int, codes map[int]int) {
+	return burstOf(t, n, func() (int, error) {
+		var v int
+		err := s.Query("SELECT v FROM it_lim.kv WHERE k = ?", 1).Scan(&v)
+		return v, err
+	}, requestErrorCode)
+}
+
+// burstOf runs read n times concurrently; a read succeeds when it returns
+// 1. Errors are counted by message and by the code errCode finds.
+func burstOf(t *testing.T, n int, read func() (int, error), errCode func(error) (int, bool)) (ok int, errs map[string]int, codes map[int]int) {
 	t.Helper()
 	var mu sync.Mutex
 	errs, codes = map[string]int{}, map[int]int{}
@@ -24,15 +37,14 @@ func burst(t *testing.T, s *gocql.Session, n int) (ok int, errs map[string]int, 
 		go func() {
 			defer wg.Done()
 			<-start
-			var v int
-			err := s.Query("SELECT v FROM it_lim.kv WHERE k = ?", 1).Scan(&v)
+			v, err := read()
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil && v == 1 {
 				ok++
 				return
 			}
-			code, _ := requestErrorCode(err)
+			code, _ := errCode(err)
 			codes[code]++
 			errs[fmt.Sprintf("%v (v=%d)", err, v)]++
 		}()
@@ -94,6 +106,45 @@ func TestLimiterRejectsWithOverloaded(t *testing.T) {
 	}
 	var v int
 	if err := s.Query("SELECT v FROM it_lim.kv WHERE k = ?", 1).Scan(&v); err != nil || v != 1 {
+		t.Errorf("after the burst: v=%d err=%v; want 1 <nil>", v, err)
+	}
+}
+
+// The same rejections under protocol v5 with LZ4, where each OVERLOADED
+// answer travels in a compressed segment, with the driver that speaks v5.
+func TestLimiterRejectsWithOverloadedV5LZ4(t *testing.T) {
+	c := singleCluster.Get(t)
+	p := startProxy(t, c.Addrs, func(cfg *config.Config) {
+		cfg.NodeLimit = 1
+		cfg.QueueLength = 0
+	})
+	admin := proxySession(t, p, nil)
+	recreateKeyspace(t, admin, "it_lim", 1, "CREATE TABLE it_lim.kv (k int PRIMARY KEY, v int)")
+	mustExec(t, admin, "INSERT INTO it_lim.kv (k, v) VALUES (?, ?)", 1, 1)
+	s := newSession2(t, p.Addr, func(cc *gocql2.ClusterConfig) { cc.Compressor = lz4.LZ4Compressor{} })
+
+	read := func() (int, error) {
+		var v int
+		err := s.Query("SELECT v FROM it_lim.kv WHERE k = ?", 1).Scan(&v)
+		return v, err
+	}
+	errCode := func(err error) (int, bool) {
+		var re gocql2.RequestError
+		if errors.As(err, &re) {
+			return re.Code(), true
+		}
+		return 0, false
+	}
+	ok, errs, codes := burstOf(t, 300, read, errCode)
+	if codes[0x1001] == 0 || ok+codes[0x1001] != 300 {
+		t.Fatalf("ok %d, overloaded %d of 300 (want some of each and nothing else); errors: %v", ok, codes[0x1001], errs)
+	}
+	for msg := range errs {
+		if !strings.Contains(msg, "--queue-length") {
+			t.Errorf("rejection message %q does not name the limit", msg)
+		}
+	}
+	if v, err := read(); err != nil || v != 1 {
 		t.Errorf("after the burst: v=%d err=%v; want 1 <nil>", v, err)
 	}
 }
