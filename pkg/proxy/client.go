@@ -43,7 +43,10 @@ type client struct {
 	queue  []*frame.Buf
 	spare  []*frame.Buf
 	queued int // bytes in queue
-	closed bool
+	// writing is set while a goroutine (the writer, or the read loop in
+	// flushOwn) writes to nc; whoever sets it owns w.
+	writing bool
+	closed  bool
 	wake   chan struct{}
 	done   chan struct{}
 	w      *frame.Writer
@@ -351,7 +354,37 @@ func (c *client) writeLoop() {
 		case <-c.done:
 			return
 		}
-		c.mu.Lock()
+		if err := c.writeQueued(); err != nil {
+			c.close(fmt.Errorf("write to client: %w", err))
+			return
+		}
+	}
+}
+
+// flushOwn writes the answers queued for this client from its own read
+// loop, at the end of a read burst, unless the writer is at it already.
+// Under overload the read loop turns requests away as fast as it reads
+// them and its socket never runs dry, so it would hold the CPU (with one P)
+// until preempted while the writer, woken long before, waits with the
+// OVERLOADED answers: they would reach the client milliseconds late. A
+// client that does not read only stalls its own read loop here, until its
+// write buffer limit closes it.
+func (c *client) flushOwn() {
+	if err := c.writeQueued(); err != nil {
+		c.close(fmt.Errorf("write to client: %w", err))
+	}
+}
+
+// writeQueued writes what is queued, unless another goroutine is writing
+// (it will write this too), until the queue stays empty.
+func (c *client) writeQueued() error {
+	c.mu.Lock()
+	if c.writing {
+		c.mu.Unlock()
+		return nil
+	}
+	c.writing = true
+	for len(c.queue) > 0 && !c.closed {
 		batch := c.queue
 		c.queue = c.spare[:0]
 		c.queued = 0
@@ -369,12 +402,15 @@ func (c *client) writeLoop() {
 		}
 		c.mu.Lock()
 		c.spare = batch[:0]
-		c.mu.Unlock()
 		if err != nil {
-			c.close(fmt.Errorf("write to client: %w", err))
-			return
+			c.writing = false
+			c.mu.Unlock()
+			return err
 		}
 	}
+	c.writing = false
+	c.mu.Unlock()
+	return nil
 }
 
 // close ends the connection once; queued responses are dropped. Requests

@@ -101,6 +101,7 @@ func (c *client) readLoop() {
 		c.handle(b)
 		if c.r.Buffered() == 0 {
 			c.flushBackends()
+			c.flushOwn()
 		}
 	}
 }
