@@ -47,9 +47,9 @@ type client struct {
 	// flushOwn) writes to nc; whoever sets it owns w.
 	writing bool
 	closed  bool
-	wake   chan struct{}
-	done   chan struct{}
-	w      *frame.Writer
+	wake    chan struct{}
+	done    chan struct{}
+	w       *frame.Writer
 }
 
 func newClient(p *Proxy, ep *endpoint, nc net.Conn) *client {
