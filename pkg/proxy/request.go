@@ -247,9 +247,7 @@ func (r *request) Rejected(reason limiter.Reason) {
 	p.metrics.rejectLatency.Observe(now.Sub(r.start).Seconds())
 	// Hedges would only add load now.
 	p.hedging.budget.Pause(now.Add(time.Second))
-	p.metrics.proxyError(frame.ErrCodeOverloaded)
-	r.c.sendError(r.stream, frame.ErrCodeOverloaded, p.overloadedMessage(reason))
-	r.finishAt(now)
+	r.failAt(frame.ErrCodeOverloaded, p.overloadedMessage(reason), now)
 }
 
 // overloadedMessages caches the OVERLOADED message of each limiter.Kind
@@ -493,10 +491,13 @@ func (r *request) OnFailure(conn *backend.Conn, err error, sent bool) {
 }
 
 // fail answers the client with an error the proxy generated.
-func (r *request) fail(code int32, msg string) {
+func (r *request) fail(code int32, msg string) { r.failAt(code, msg, time.Now()) }
+
+// failAt is fail for a caller that has read the clock already.
+func (r *request) failAt(code int32, msg string, now time.Time) {
 	r.c.p.metrics.proxyError(code)
 	r.c.sendError(r.stream, code, msg)
-	r.finish()
+	r.finishAt(now)
 }
 
 func (r *request) finish() { r.finishAt(time.Now()) }
