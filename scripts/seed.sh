@@ -55,13 +55,16 @@ source "$REPO/scripts/bench-lib.sh"
 
 bench_main seed "${SEED_PROXY_BIN:-}" "${SEED_OUT:-}" "$@"
 
-# seed NAME WORKERS HOSTS [LOADGEN FLAGS...]: one run; its JSON report goes to $out/NAME.json.
+# seed NAME WORKERS HOSTS [LOADGEN FLAGS...]: one run; its JSON report goes to $out/N-NAME.json,
+# N counting the runs, so that a run named twice in SEED_RUNS keeps both reports.
+nrun=0
 seed() {
   local name=$1 workers=$2 hosts=$3
   shift 3
+  nrun=$((nrun + 1))
   note "run $name: $workers goroutines x $QUERIES SELECTs via $hosts"
   "$workdir/loadgen" workers --hosts "$hosts" --keyspace "$KEYSPACE" --rows 1000 \
-    --workers "$workers" --queries "$QUERIES" --interval 5s --json "$@" >"$out/$name.json"
+    --workers "$workers" --queries "$QUERIES" --interval 5s --json "$@" >"$out/$nrun-$name.json"
 }
 
 "$workdir/loadgen" setup --hosts "$CASSANDRA_CQL" --keyspace "$KEYSPACE" --rows 1000
@@ -86,12 +89,14 @@ done
 
 echo
 printf '%-14s %8s %7s %8s %10s %9s %9s  %s\n' run workers queries "wall s" ok "queue max" "proxy MiB" "errors by kind"
+n=0
 for run in $RUNS; do
+  n=$((n + 1))
   jq -r --arg run "$run" '[$run, .settings.workers, .settings.queries, (.wall_s * 100 | round / 100),
       .target.ops,
       (if .proxy then (.proxy.gauges["cqlgate_limiter_queue_depth"].peak // "-") else "-" end),
       (if .proxy then (.proxy.rss_peak_bytes / 1048576 | round) else "-" end),
       ([.target.errors | to_entries[] | select(.value > 0) | "\(.key)=\(.value)"] | join(" ") | if . == "" then "0" else . end)]
-    | @tsv' "$out/$run.json" |
+    | @tsv' "$out/$n-$run.json" |
     awk -F'\t' '{printf "%-14s %8s %7s %8s %10s %9s %9s  %s\n", $1, $2, $3, $4, $5, $6, $7, $8}'
 done
