@@ -432,7 +432,10 @@ wait_ready() {
   pid=$(<"$nd/pid")
   deadline=$(( $(date +%s) + TIMEOUT ))
   while :; do
-    if ! proc_alive "$pid" || ! is_our_pid "$pid" "$k"; then
+    # Checked twice, half a second apart: once in a CI run a node that went on to serve was taken
+    # for dead by a single check, and left running with no pid file.
+    if { ! proc_alive "$pid" || ! is_our_pid "$pid" "$k"; } &&
+       { sleep 0.5; ! proc_alive "$pid" || ! is_our_pid "$pid" "$k"; }; then
       # Exited (or exiting: wait for the last thread so that its ports are free again).
       local i; for ((i = 0; i < 300; i++)); do proc_alive "$pid" || break; sleep 0.1; done
       rm -f "$nd/pid"
