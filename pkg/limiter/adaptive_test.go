@@ -191,13 +191,26 @@ func TestAdaptiveLimitCutsOnOverloaded(t *testing.T) {
 // When the no-load latency itself doubles (heavier queries), cutting does
 // not lower it. The limit must not stay stuck at MinLimit for a whole
 // baseline window: it finds the capacity again within a few seconds.
+//
+// The small node's limit cannot be cut by 4 before it reaches MinLimit:
+// there, once the limit sits at MinLimit and the latency does not follow,
+// the latency is the node's new baseline. Without that rule its limit
+// stayed at MinLimit, 40% under capacity, for a whole baseline window (and
+// on a busy 2-core machine, whose latency climbs with any load, for good:
+// 13k requests/s through the proxy where a fixed limit served 47k).
 func TestAdaptiveLimitRecoversFromStaleBaseline(t *testing.T) {
-	const c = 200
-	as := newAdaptiveSim(t, Config{}, c, 1000, 10*time.Millisecond)
-	as.s.run(10 * time.Second)
-	as.b.service = 20 * time.Millisecond
-	as.s.run(20 * time.Second)
-	checkSettled(t, as, "after the service time doubled", 12*time.Second, 20*time.Second, c, 0.75, 1.3, 1.6)
+	for _, tc := range []struct {
+		name              string
+		capacity, clients int
+	}{{"node", 200, 1000}, {"small node", 40, 400}} {
+		t.Run(tc.name, func(t *testing.T) {
+			as := newAdaptiveSim(t, Config{}, tc.capacity, tc.clients, 10*time.Millisecond)
+			as.s.run(10 * time.Second)
+			as.b.service = 20 * time.Millisecond
+			as.s.run(20 * time.Second)
+			checkSettled(t, as, "after the service time doubled", 12*time.Second, 20*time.Second, tc.capacity, 0.75, 1.3, 1.6)
+		})
+	}
 }
 
 // A client that keeps fewer requests in flight than the limit says nothing
@@ -222,21 +235,6 @@ func TestAdaptiveIgnoresFailuresAndDrops(t *testing.T) {
 	if a.count != 0 || a.drops != 0 {
 		t.Fatalf("samples %d, drops %d after failures and drops; want none", a.count, a.drops)
 	}
-}
-
-// The same on a small node, whose limit cannot be cut by 4 before it
-// reaches MinLimit: once the limit sits at MinLimit and the latency does
-// not follow, the latency is the node's new baseline. Without that rule the
-// limit stayed at MinLimit, 40% under capacity, for a whole baseline window
-// (and on a busy 2-core machine, whose latency climbs with any load, for
-// good: 13k requests/s through the proxy where a fixed limit served 47k).
-func TestAdaptiveLimitRecoversFromStaleBaselineSmallNode(t *testing.T) {
-	const c = 40
-	as := newAdaptiveSim(t, Config{}, c, 400, 10*time.Millisecond)
-	as.s.run(10 * time.Second)
-	as.b.service = 20 * time.Millisecond
-	as.s.run(20 * time.Second)
-	checkSettled(t, as, "after the service time doubled", 12*time.Second, 20*time.Second, c, 0.75, 1.3, 1.6)
 }
 
 // Window means that swing around the same limit, as on a busy host where

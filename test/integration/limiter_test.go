@@ -54,18 +54,27 @@ func burstOf(t *testing.T, n int, read func() (int, error), errCode func(error) 
 	return ok, errs, codes
 }
 
-// TestLimiterQueuesExcess: with one request allowed in flight per node, a
-// burst of 500 concurrent requests waits in the proxy's queue and every one
-// succeeds: the client sees latency, not errors.
-func TestLimiterQueuesExcess(t *testing.T) {
+// limitedProxy starts a proxy that admits one request at a time to the
+// single node (mod adjusts the rest) and a session through it, with
+// it_lim.kv holding the row (1, 1) that burst reads.
+func limitedProxy(t *testing.T, mod func(*config.Config)) (*testProxy, *gocql.Session) {
+	t.Helper()
 	c := singleCluster.Get(t)
 	p := startProxy(t, c.Addrs, func(cfg *config.Config) {
 		cfg.NodeLimit = 1
-		cfg.QueueMaxWait = 30e9
+		mod(cfg)
 	})
 	s := proxySession(t, p, nil)
 	recreateKeyspace(t, s, "it_lim", 1, "CREATE TABLE it_lim.kv (k int PRIMARY KEY, v int)")
 	mustExec(t, s, "INSERT INTO it_lim.kv (k, v) VALUES (?, ?)", 1, 1)
+	return p, s
+}
+
+// TestLimiterQueuesExcess: with one request allowed in flight per node, a
+// burst of 500 concurrent requests waits in the proxy's queue and every one
+// succeeds: the client sees latency, not errors.
+func TestLimiterQueuesExcess(t *testing.T) {
+	p, s := limitedProxy(t, func(cfg *config.Config) { cfg.QueueMaxWait = 30e9 })
 
 	ok, errs, _ := burst(t, s, 500)
 	if ok != 500 {
@@ -80,14 +89,7 @@ func TestLimiterQueuesExcess(t *testing.T) {
 // limit are answered at once with OVERLOADED (0x1001) naming the limit, on
 // their own stream; nothing else fails and the connection stays usable.
 func TestLimiterRejectsWithOverloaded(t *testing.T) {
-	c := singleCluster.Get(t)
-	p := startProxy(t, c.Addrs, func(cfg *config.Config) {
-		cfg.NodeLimit = 1
-		cfg.QueueLength = 0
-	})
-	s := proxySession(t, p, nil)
-	recreateKeyspace(t, s, "it_lim", 1, "CREATE TABLE it_lim.kv (k int PRIMARY KEY, v int)")
-	mustExec(t, s, "INSERT INTO it_lim.kv (k, v) VALUES (?, ?)", 1, 1)
+	p, s := limitedProxy(t, func(cfg *config.Config) { cfg.QueueLength = 0 })
 
 	ok, errs, codes := burst(t, s, 300)
 	if codes[0x1001] == 0 {
@@ -113,14 +115,7 @@ func TestLimiterRejectsWithOverloaded(t *testing.T) {
 // The same rejections under protocol v5 with LZ4, where each OVERLOADED
 // answer travels in a compressed segment, with the driver that speaks v5.
 func TestLimiterRejectsWithOverloadedV5LZ4(t *testing.T) {
-	c := singleCluster.Get(t)
-	p := startProxy(t, c.Addrs, func(cfg *config.Config) {
-		cfg.NodeLimit = 1
-		cfg.QueueLength = 0
-	})
-	admin := proxySession(t, p, nil)
-	recreateKeyspace(t, admin, "it_lim", 1, "CREATE TABLE it_lim.kv (k int PRIMARY KEY, v int)")
-	mustExec(t, admin, "INSERT INTO it_lim.kv (k, v) VALUES (?, ?)", 1, 1)
+	p, _ := limitedProxy(t, func(cfg *config.Config) { cfg.QueueLength = 0 })
 	s := newSession2(t, p.Addr, func(cc *gocql2.ClusterConfig) { cc.Compressor = lz4.LZ4Compressor{} })
 
 	read := func() (int, error) {
