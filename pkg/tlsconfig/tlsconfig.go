@@ -146,8 +146,10 @@ func loadCAs(file string) (*x509.CertPool, error) {
 }
 
 // keyPair is a certificate and key loaded from two files and re-loaded when
-// either file's size or modification time changes. Checking costs two stat
-// calls per handshake, small next to the handshake's own cryptography.
+// either file changes: another file in its place (a rename, a swapped
+// Kubernetes secret), or another size or modification time. Checking costs
+// two stat calls per handshake, small next to the handshake's own
+// cryptography.
 type keyPair struct {
 	certFile, keyFile string
 
@@ -157,13 +159,19 @@ type keyPair struct {
 	keySig  fileSig
 }
 
-// fileSig is what tells a changed file from an unchanged one.
+// fileSig is what tells a changed file from an unchanged one. The file's
+// identity (device and inode, through os.SameFile) catches a file renamed
+// into place within the same modification-time tick as the one it
+// replaces, with the same size: a freshly issued pair often is.
 type fileSig struct {
+	fi      os.FileInfo
 	size    int64
 	modTime time.Time
 }
 
-func (s fileSig) same(o fileSig) bool { return s.size == o.size && s.modTime.Equal(o.modTime) }
+func (s fileSig) same(o fileSig) bool {
+	return s.size == o.size && s.modTime.Equal(o.modTime) && os.SameFile(s.fi, o.fi)
+}
 
 func newKeyPair(certFile, keyFile string) (*keyPair, error) {
 	kp := &keyPair{certFile: certFile, keyFile: keyFile}
@@ -178,7 +186,7 @@ func stat(file string) (fileSig, error) {
 	if err != nil {
 		return fileSig{}, err
 	}
-	return fileSig{fi.Size(), fi.ModTime()}, nil
+	return fileSig{fi, fi.Size(), fi.ModTime()}, nil
 }
 
 // load reads both files; on error the pair in use is kept. It is called
