@@ -90,7 +90,7 @@ func requestErrorCode(err error) (int, bool) {
 
 // metricSeries returns every series of the metric family name, keyed by its
 // labels as "k=v,k=v" ("" for none).
-func metricSeries(t testing.TB, reg *prometheus.Registry, name string) map[string]float64 {
+func metricSeries(t testing.TB, reg prometheus.Gatherer, name string) map[string]float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -128,7 +128,7 @@ func metricValue(m *dto.Metric) float64 {
 }
 
 // metricSum sums every series of name.
-func metricSum(t testing.TB, reg *prometheus.Registry, name string) float64 {
+func metricSum(t testing.TB, reg prometheus.Gatherer, name string) float64 {
 	t.Helper()
 	sum := 0.0
 	for _, v := range metricSeries(t, reg, name) {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,26 +52,59 @@ import (
 // The node limit is 32 (CQLGATE_OVERLOAD_NODE_LIMIT): enough to keep the
 // node busy, few enough that requests do not queue inside Cassandra. The
 // queue settings are those an operator sets for latency-sensitive traffic:
-// --queue-max-wait 100ms --queue-target 2ms (CQLGATE_OVERLOAD_TARGET_MS).
+// --queue-max-wait 100ms --queue-target 2ms (CQLGATE_OVERLOAD_TARGET).
 //
 //	go test ./test/integration -run '^$' -bench Overload -benchtime 1x
 func BenchmarkOverload(b *testing.B) {
 	c := singleCluster.Get(b)
 	nodeLimit := envInt(b, "CQLGATE_OVERLOAD_NODE_LIMIT", 32)
-	target := time.Duration(envInt(b, "CQLGATE_OVERLOAD_TARGET_MS", 2)) * time.Millisecond
+	target := envDuration(b, "CQLGATE_OVERLOAD_TARGET", 2*time.Millisecond)
+	limitMin := envInt(b, "CQLGATE_OVERLOAD_LIMIT_MIN", 16)
+	steps := []float64{2, 5, 10}
+	if v := os.Getenv("CQLGATE_OVERLOAD_STEPS"); v != "" {
+		steps = nil
+		for _, f := range strings.Split(v, ",") {
+			m, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || m <= 0 {
+				b.Fatalf("CQLGATE_OVERLOAD_STEPS=%q: want multiples of the peak such as 2,5,10", v)
+			}
+			steps = append(steps, m)
+		}
+	}
 	step := 4 * time.Second
 	adaptive := os.Getenv("CQLGATE_OVERLOAD_ADAPTIVE") == "1"
 	rows := envInt(b, "CQLGATE_OVERLOAD_ROWS", 1)
-	p := startProxy(b, c.Addrs, func(cfg *config.Config) {
-		cfg.NodeLimit = nodeLimit
-		cfg.QueueMaxWait = 100 * time.Millisecond
-		cfg.QueueTarget = target
+	var (
+		addr string
+		reg  prometheus.Gatherer
+		pids []int
+		stop = func() {} // before the memory measurement's proxy starts
+	)
+	where := "in this process"
+	if os.Getenv("CQLGATE_OVERLOAD_PROXY") == "process" {
+		args := []string{"--node-limit", strconv.Itoa(nodeLimit), "--queue-max-wait", "100ms", "--queue-target", target.String()}
 		if adaptive {
-			cfg.LimitMode = "adaptive"
+			args = append(args, "--limit-mode", "adaptive", "--limit-min", strconv.Itoa(limitMin))
 		}
-	})
-	defer pinApart(b, c)()
-	s := proxySession(b, p, nil)
+		p := startCqlgate(b, c.Addrs, args...)
+		addr, reg, pids = p.Addr, p.Gatherer, []int{p.Pid()}
+		where = fmt.Sprintf("in its own process (pid %d)", p.Pid())
+	} else {
+		p := startProxy(b, c.Addrs, func(cfg *config.Config) {
+			cfg.NodeLimit = nodeLimit
+			cfg.QueueMaxWait = 100 * time.Millisecond
+			cfg.QueueTarget = target
+			if adaptive {
+				cfg.LimitMode = "adaptive"
+				cfg.LimitMin = limitMin
+			}
+		})
+		addr, reg, stop = p.Addr, p.Reg, p.Stop
+	}
+	defer pinApart(b, c, pids...)()
+	nodePid, _ := c.PID(0)
+	b.Logf("proxy %s", where)
+	s := newSession(b, c.Addrs, nil)
 	recreateKeyspace(b, s, "it_overload", 1, "CREATE TABLE it_overload.kv (k int PRIMARY KEY, v blob)",
 		"CREATE TABLE it_overload.wide (k int, c int, v blob, PRIMARY KEY (k, c))")
 	for k := range 100 {
@@ -82,6 +116,9 @@ func BenchmarkOverload(b *testing.B) {
 			mustExec(b, s, "INSERT INTO it_overload.wide (k, c, v) VALUES (?, ?, ?)", 42, c, make([]byte, 64))
 		}
 		query = "SELECT v FROM it_overload.wide WHERE k = 42"
+		if os.Getenv("CQLGATE_OVERLOAD_COUNT") == "1" {
+			query = "SELECT count(*) FROM it_overload.wide WHERE k = 42"
+		}
 	}
 
 	for range b.N {
@@ -89,18 +126,30 @@ func BenchmarkOverload(b *testing.B) {
 		d := newOverloadGen(b, c.Addrs[0], 4, query)
 		d.closedLoop(8, time.Second)
 		direct := d.openLoop(1000, 2*time.Second)
-		d.close()
 		b.Logf("direct to Cassandra, open loop at 1000/s: p99 %s, p50 %s", us(direct.ok.ValueAtQuantile(99)), us(direct.ok.ValueAtQuantile(50)))
+		// The node's own steadiness, the floor under "goodput of peak":
+		// the node limit's worth of requests outstanding directly, in
+		// windows as long as a step.
+		d.warmUp(max(nodeLimit/4, 1))
+		lo, hi := math.Inf(1), 0.0
+		for range 4 {
+			r := d.closedLoop(max(nodeLimit/4, 1), step).goodput()
+			lo, hi = min(lo, r), max(hi, r)
+		}
+		d.close()
+		b.Logf("direct to Cassandra, closed loop with %d outstanding, 4 windows of %s: %.0f-%.0f/s (the lowest is %.0f%% of the highest)",
+			4*max(nodeLimit/4, 1), step, lo, hi, 100*lo/hi)
+		b.ReportMetric(lo/hi, "direct-min/max")
 
-		g := newOverloadGen(b, p.Addr, 4, query)
+		g := newOverloadGen(b, addr, 4, query)
 		// The peak keeps four times the node limit outstanding, so that
 		// the queue always has the next request ready for a freed slot.
-		g.closedLoop(nodeLimit, 5*time.Second) // warms Cassandra's read path up
+		g.warmUp(nodeLimit)
 		peak := g.closedLoop(nodeLimit, step)
 		unloaded := g.openLoop(peak.goodput()/10, step)
 		limit := fmt.Sprintf("node limit %d", nodeLimit)
 		if adaptive {
-			limit = fmt.Sprintf("adaptive limit (now %.0f)", metricSum(b, p.Reg, "cqlgate_limiter_limit"))
+			limit = fmt.Sprintf("adaptive limit (now %.0f)", metricSum(b, reg, "cqlgate_limiter_limit"))
 		}
 		b.Logf("%s, queue max wait 100ms, target %s; %s per step; %d row(s) per read", limit, target, step, rows)
 		b.Logf("peak (closed loop, %d outstanding): %.0f/s; unloaded p99 (open loop at %.0f/s): %s (p50 %s)",
@@ -109,46 +158,61 @@ func BenchmarkOverload(b *testing.B) {
 			m       float64
 			r       *stepStats
 			proxyOL float64
+			wait    float64 // p99 bound of the queue wait of admitted requests, seconds
 			backend float64 // mean seconds from queueing to Cassandra to reading the answer
 			limit   float64 // the node's limit at the end of the step
+			cpu     []float64
+			nodeW   float64 // the node's write syscalls per answer
 		}
 		var results []result
 		best := peak.goodput()
-		for _, m := range []float64{2, 5, 10} {
-			var olBefore buckets
+		for _, m := range steps {
+			var olBefore, waitBefore buckets
 			var beSum, beCount float64
+			var cpuBefore []cpuTicks
+			var wBefore, nBefore float64
 			g.atMeasure = func() {
-				olBefore = histogramBuckets(b, p.Reg, "cqlgate_overloaded_answer_seconds")
-				beSum, beCount = histogramSum(b, p.Reg, "cqlgate_backend_request_duration_seconds")
+				cpuBefore = readCPUTicks(b)
+				wBefore = procWrites(nodePid)
+				olBefore = histogramBuckets(b, reg, "cqlgate_overloaded_answer_seconds")
+				waitBefore = histogramBuckets(b, reg, "cqlgate_limiter_queue_wait_seconds")
+				beSum, beCount = histogramSum(b, reg, "cqlgate_backend_request_duration_seconds")
+				nBefore = beCount
+			}
+			g.atEnd = func() {
+				cpu := busyBetween(cpuBefore, readCPUTicks(b))
+				proxyOL := histogramBuckets(b, reg, "cqlgate_overloaded_answer_seconds").minus(olBefore).quantile(0.99)
+				wait := histogramBuckets(b, reg, "cqlgate_limiter_queue_wait_seconds").minus(waitBefore).quantile(0.99)
+				sum, count := histogramSum(b, reg, "cqlgate_backend_request_duration_seconds")
+				results = append(results, result{m: m, proxyOL: proxyOL, wait: wait, backend: (sum - beSum) / (count - beCount),
+					limit: metricSum(b, reg, "cqlgate_limiter_limit"), cpu: cpu, nodeW: (procWrites(nodePid) - wBefore) / (count - nBefore)})
 			}
 			r := g.openLoop(peak.goodput()*m, step)
-			g.atMeasure = nil
-			proxyOL := histogramBuckets(b, p.Reg, "cqlgate_overloaded_answer_seconds").minus(olBefore).quantile(0.99)
-			sum, count := histogramSum(b, p.Reg, "cqlgate_backend_request_duration_seconds")
-			results = append(results, result{m, r, proxyOL, (sum - beSum) / (count - beCount), metricSum(b, p.Reg, "cqlgate_limiter_limit")})
+			g.atMeasure, g.atEnd = nil, nil
+			results[len(results)-1].r = r
 			best = max(best, r.goodput())
 		}
 		// Goodput is compared with the best any step achieved: the closed
 		// loop's generator costs more per request than the open loop's, so
 		// an overloaded step may serve more than the closed loop did.
 		b.Logf("peak goodput of all steps: %.0f/s", best)
-		b.Logf("%-4s %9s %9s %7s %10s %7s %11s %10s %10s %10s %5s %s", "step", "offered", "goodput", "of peak", "ok p99", "x unld", "overloaded", "OL p99", "proxy OL", "backend", "limit", "generator")
+		b.Logf("%-4s %9s %9s %7s %10s %7s %10s %11s %10s %10s %10s %5s %9s %8s %s", "step", "offered", "goodput", "of peak", "ok p99", "x unld", "queue p99", "overloaded", "OL p99", "proxy OL", "backend", "limit", "CPU busy", "node w/a", "generator")
 		for _, res := range results {
 			r, m := res.r, res.m
 			ofPeak := r.goodput() / best
 			x := float64(r.ok.ValueAtQuantile(99)) / float64(unloaded.ok.ValueAtQuantile(99))
-			b.Logf("%-4s %9.0f %9.0f %6.0f%% %10s %7.2f %11d %10s %10s %10s %5.0f %s", fmt.Sprintf("%gx", m), r.offered,
-				r.goodput(), ofPeak*100, us(r.ok.ValueAtQuantile(99)), x, r.overloaded.TotalCount(),
-				us(r.overloaded.ValueAtQuantile(99)), "≤"+us(int64(res.proxyOL*1e6)), us(int64(res.backend*1e6)), res.limit, r.schedule())
+			b.Logf("%-4s %9.0f %9.0f %6.0f%% %10s %7.2f %10s %11d %10s %10s %10s %5.0f %9s %8.2f %s", fmt.Sprintf("%gx", m), r.offered,
+				r.goodput(), ofPeak*100, us(r.ok.ValueAtQuantile(99)), x, "≤"+us(int64(res.wait*1e6)), r.overloaded.TotalCount(),
+				us(r.overloaded.ValueAtQuantile(99)), "≤"+us(int64(res.proxyOL*1e6)), us(int64(res.backend*1e6)), res.limit, percents(res.cpu), res.nodeW, r.schedule())
 			b.ReportMetric(ofPeak, fmt.Sprintf("goodput/peak@%gx", m))
 			b.ReportMetric(x, fmt.Sprintf("p99/unloaded@%gx", m))
 			b.ReportMetric(float64(r.overloaded.ValueAtQuantile(99)), fmt.Sprintf("OLp99-µs@%gx", m))
 			b.ReportMetric(res.proxyOL*1e6, fmt.Sprintf("proxyOLp99-µs@%gx", m))
 		}
-		b.Logf("ok/OL p99: service times at the generator; proxy OL: p99 bound of cqlgate_overloaded_answer_seconds; backend: mean of cqlgate_backend_request_duration_seconds; limit: at the step's end")
+		b.Logf("ok/OL p99: service times at the generator; queue p99: bound of cqlgate_limiter_queue_wait_seconds; proxy OL: of cqlgate_overloaded_answer_seconds; backend: mean of cqlgate_backend_request_duration_seconds; limit: at the step's end; CPU busy: each CPU's share of the step not idle (CPU 0 is the node's)")
 		g.close()
 	}
-	p.Stop()
+	stop()
 
 	perQueued, sysPerQueued, depth := queuedRequestMemory(b, c.Addrs)
 	b.Logf("memory: %d requests queued: %.0f B of live heap each (%.0f B of heap and stacks obtained from the OS)", depth, perQueued, sysPerQueued)
@@ -185,6 +249,18 @@ func queuedRequestMemory(b *testing.B, addrs []string) (live, sys float64, depth
 	return live, sys, depth
 }
 
+func envDuration(tb testing.TB, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		tb.Fatalf("%s=%q: want a positive duration such as 2ms", name, v)
+	}
+	return d
+}
+
 func envInt(tb testing.TB, name string, def int) int {
 	v := os.Getenv(name)
 	if v == "" {
@@ -205,8 +281,9 @@ type overloadGen struct {
 	tb    testing.TB
 	conns []*genConn
 	epoch time.Time
-	// atMeasure, when set, is called when an open loop's warm-up ends.
-	atMeasure func()
+	// atMeasure and atEnd, when set, are called when an open loop's
+	// warm-up ends and when it stops sending.
+	atMeasure, atEnd func()
 }
 
 type genConn struct {
@@ -355,11 +432,34 @@ func (g *overloadGen) closedLoop(outstanding int, d time.Duration) *stepStats {
 	time.Sleep(warmup + d)
 	for _, c := range g.conns {
 		c.closedLoop.Store(false)
+		// A reader may have queued a re-send in a read burst and then
+		// seen the loop end before the burst's last answer, which
+		// flushes: send it.
+		c.wmu.Lock()
+		_ = c.bw.Flush()
+		c.wmu.Unlock()
 	}
 	st.elapsed = d
 	g.drain()
 	st.merge()
 	return st
+}
+
+// warmUp runs the closed loop in 2 s rounds until two rounds in a row
+// agree within 5% (at most 40 s): Cassandra's JIT takes a new read path
+// from about half its speed to full over tens of seconds, and a step that
+// ran while it warmed would be compared with a peak it could not yet reach.
+func (g *overloadGen) warmUp(outstanding int) {
+	deadline := time.Now().Add(40 * time.Second)
+	var last float64
+	for round := 1; ; round++ {
+		r := g.closedLoop(outstanding, 2*time.Second).goodput()
+		if last > 0 && math.Abs(r-last) <= 0.05*max(r, last) || time.Now().After(deadline) {
+			g.tb.Logf("warm-up: %d rounds of 2s, the last at %.0f/s", round, r)
+			return
+		}
+		last = r
+	}
 }
 
 // openLoop offers rate requests per second, spread over the connections,
@@ -387,6 +487,9 @@ func (g *overloadGen) openLoop(rate float64, d time.Duration) *stepStats {
 		})
 	}
 	wg.Wait()
+	if g.atEnd != nil {
+		g.atEnd()
+	}
 	g.drain()
 	st.merge()
 	return st
@@ -519,7 +622,9 @@ func (c *genConn) read(r *bufio.Reader) {
 		if c.closedLoop.Load() {
 			c.wmu.Lock()
 			c.queueLocked(s, now, now)
-			if r.Buffered() == 0 { // one write for all the answers read at once
+			// One write for all the answers read at once, unless the
+			// loop ended meanwhile and no later answer would flush.
+			if r.Buffered() == 0 || !c.closedLoop.Load() {
 				_ = c.bw.Flush()
 			}
 			c.wmu.Unlock()
@@ -529,10 +634,10 @@ func (c *genConn) read(r *bufio.Reader) {
 	}
 }
 
-// pinApart puts the node's process on CPU 0 and this one on the other CPUs
-// (see BenchmarkOverload) and returns what undoes it. It does nothing on
-// one CPU, without taskset, or with CQLGATE_OVERLOAD_PIN=0.
-func pinApart(tb testing.TB, c *testCluster) func() {
+// pinApart puts the node's process on CPU 0 and this one and others on the
+// other CPUs (see BenchmarkOverload) and returns what undoes it. It does
+// nothing on one CPU, without taskset, or with CQLGATE_OVERLOAD_PIN=0.
+func pinApart(tb testing.TB, c *testCluster, others ...int) func() {
 	n := runtime.NumCPU()
 	if n < 2 || os.Getenv("CQLGATE_OVERLOAD_PIN") == "0" {
 		return func() {}
@@ -555,7 +660,7 @@ func pinApart(tb testing.TB, c *testCluster) func() {
 	}
 	all := fmt.Sprintf("0-%d", n-1)
 	undo := func() {
-		for _, pid := range []int{node, os.Getpid()} {
+		for _, pid := range append([]int{node, os.Getpid()}, others...) {
 			if err := pin(all, pid); err != nil {
 				tb.Logf("unpinning: %v", err)
 			}
@@ -565,10 +670,12 @@ func pinApart(tb testing.TB, c *testCluster) func() {
 		tb.Logf("not pinning: %v", err)
 		return func() {}
 	}
-	if err := pin(fmt.Sprintf("1-%d", n-1), os.Getpid()); err != nil {
-		tb.Logf("not pinning: %v", err)
-		undo()
-		return func() {}
+	for _, pid := range append([]int{os.Getpid()}, others...) {
+		if err := pin(fmt.Sprintf("1-%d", n-1), pid); err != nil {
+			tb.Logf("not pinning: %v", err)
+			undo()
+			return func() {}
+		}
 	}
 	tb.Logf("Cassandra (pid %d) pinned to CPU 0, proxy and generator to CPUs 1-%d", node, n-1)
 	return undo
@@ -580,7 +687,7 @@ type buckets struct {
 	count []uint64
 }
 
-func histogramBuckets(tb testing.TB, reg *prometheus.Registry, name string) buckets {
+func histogramBuckets(tb testing.TB, reg prometheus.Gatherer, name string) buckets {
 	mfs, err := reg.Gather()
 	if err != nil {
 		tb.Fatalf("gather metrics: %v", err)
@@ -604,7 +711,7 @@ func histogramBuckets(tb testing.TB, reg *prometheus.Registry, name string) buck
 }
 
 // histogramSum returns the sum and count of a histogram, all series added.
-func histogramSum(tb testing.TB, reg *prometheus.Registry, name string) (sum, count float64) {
+func histogramSum(tb testing.TB, reg prometheus.Gatherer, name string) (sum, count float64) {
 	mfs, err := reg.Gather()
 	if err != nil {
 		tb.Fatalf("gather metrics: %v", err)
@@ -642,4 +749,71 @@ func (b buckets) quantile(q float64) float64 {
 		}
 	}
 	return math.Inf(1)
+}
+
+// cpuTicks is one CPU's busy and total time from /proc/stat, in USER_HZ.
+type cpuTicks struct{ busy, total int64 }
+
+// readCPUTicks returns every CPU's times (nil where /proc/stat is missing).
+func readCPUTicks(tb testing.TB) []cpuTicks {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		tb.Logf("no CPU figures: %v", err)
+		return nil
+	}
+	var out []cpuTicks
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+			continue
+		}
+		var t cpuTicks
+		for i, v := range f[1:] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			t.total += n
+			if i != 3 && i != 4 { // idle and iowait
+				t.busy += n
+			}
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// busyBetween returns each CPU's busy share between two readings.
+func busyBetween(before, after []cpuTicks) []float64 {
+	if len(before) != len(after) {
+		return nil
+	}
+	out := make([]float64, len(after))
+	for i := range after {
+		if d := after[i].total - before[i].total; d > 0 {
+			out[i] = float64(after[i].busy-before[i].busy) / float64(d)
+		}
+	}
+	return out
+}
+
+func percents(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf("%.0f%%", x*100)
+	}
+	return strings.Join(parts, "/")
+}
+
+// procWrites returns how many write syscalls process pid has made
+// (/proc/PID/io), or 0 if it cannot tell.
+func procWrites(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscw: "); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			return n
+		}
+	}
+	return 0
 }
