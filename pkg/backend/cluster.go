@@ -46,7 +46,12 @@ type Config struct {
 	RequestTimeout time.Duration
 	// MaxVersion is the highest protocol version tried (default 5).
 	MaxVersion byte
-	Log        *zap.Logger
+	// PoolIdleTimeout closes a keyspace's pool (one opened for clients
+	// that USE it) once no client connection has held it for this long and
+	// nothing is in flight on it; it is opened again on the next USE. The
+	// pools without a keyspace are kept. 0 keeps every pool.
+	PoolIdleTimeout time.Duration
+	Log             *zap.Logger
 	// OnSchemaChange receives SCHEMA_CHANGE EVENT frames seen on the
 	// control connection; it owns the frame and must not block.
 	OnSchemaChange func(*frame.Buf)
@@ -293,6 +298,11 @@ func (cl *Cluster) Pool(ctx context.Context, version byte, keyspace string) (*Po
 	key := poolKey{version, keyspace}
 	cl.mu.Lock()
 	e, ok := cl.pools[key]
+	if ok && e.pool != nil {
+		// Under cl.mu, which closeIdlePools holds too: a pool handed out
+		// is not idle.
+		e.pool.lastUsed.Store(time.Now().UnixNano())
+	}
 	if !ok {
 		e = &poolEntry{ready: make(chan struct{})}
 		cl.pools[key] = e
@@ -301,12 +311,15 @@ func (cl *Cluster) Pool(ctx context.Context, version byte, keyspace string) (*Po
 			nodes = append(nodes, n)
 		}
 		cl.mu.Unlock()
-		e.pool, e.err = cl.newPool(ctx, version, keyspace, nodes)
-		if e.err != nil {
-			cl.mu.Lock()
+		pool, err := cl.newPool(ctx, version, keyspace, nodes)
+		cl.mu.Lock()
+		e.pool, e.err = pool, err
+		if err != nil {
 			delete(cl.pools, key)
-			cl.mu.Unlock()
+		} else {
+			pool.lastUsed.Store(time.Now().UnixNano())
 		}
+		cl.mu.Unlock()
 		close(e.ready)
 		return e.pool, e.err
 	}
@@ -585,6 +598,7 @@ func (cl *Cluster) upkeep() {
 		case now := <-tick.C:
 			cl.heartbeat(now)
 			cl.expire(now)
+			cl.closeIdlePools(now)
 		}
 	}
 }
@@ -831,6 +845,31 @@ func (cl *Cluster) heartbeat(now time.Time) {
 	}
 }
 
+// closeIdlePools closes the keyspace pools idle for PoolIdleTimeout: an
+// application that USEs many keyspaces over time (one per tenant, say) would
+// otherwise keep connections to every node for each of them for good.
+func (cl *Cluster) closeIdlePools(now time.Time) {
+	if cl.cfg.PoolIdleTimeout <= 0 {
+		return
+	}
+	since := now.Add(-cl.cfg.PoolIdleTimeout)
+	var idle []*Pool
+	cl.mu.Lock()
+	for key, e := range cl.pools {
+		if key.keyspace == "" || e.pool == nil || !e.pool.idleSince(since) {
+			continue
+		}
+		delete(cl.pools, key)
+		idle = append(idle, e.pool)
+	}
+	cl.mu.Unlock()
+	for _, p := range idle {
+		cl.log.Info("closing an idle keyspace pool", zap.String("keyspace", p.keyspace),
+			zap.Uint8("protocol_version", p.version), zap.Duration("idle_timeout", cl.cfg.PoolIdleTimeout))
+		p.close()
+	}
+}
+
 // expire enforces the request timeout on every pool connection, and
 // replaces connections whose stream ids go to orphans: such a connection
 // leaves its pool at once (a new one is dialled in its place) and is closed
@@ -952,6 +991,7 @@ type metrics struct {
 	conns    *prometheus.Desc
 	inflight *prometheus.Desc
 	up       *prometheus.Desc
+	pools    *prometheus.Desc
 }
 
 func newMetrics(cl *Cluster) *metrics {
@@ -972,6 +1012,7 @@ func newMetrics(cl *Cluster) *metrics {
 		conns:    prometheus.NewDesc("cqlgate_backend_connections", "Open backend connections per node (all pools).", []string{"node"}, nil),
 		inflight: prometheus.NewDesc("cqlgate_backend_in_flight_requests", "Requests sent to a node and not yet answered.", []string{"node"}, nil),
 		up:       prometheus.NewDesc("cqlgate_backend_node_up", "1 when the node is believed reachable.", []string{"node"}, nil),
+		pools:    prometheus.NewDesc("cqlgate_backend_pools", "Open connection pools: one per protocol version in use and per keyspace clients USE (see --keyspace-pool-idle-timeout).", nil, nil),
 	}
 }
 
@@ -982,6 +1023,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.conns
 	ch <- m.inflight
 	ch <- m.up
+	ch <- m.pools
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
@@ -991,6 +1033,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	cl := m.cl
 	conns, inflight := map[*Node]int{}, map[*Node]int{}
 	pools := cl.readyPools()
+	ch <- prometheus.MustNewConstMetric(m.pools, prometheus.GaugeValue, float64(len(pools)))
 	cl.mu.Lock()
 	nodes := make([]*Node, 0, len(cl.nodes))
 	for _, n := range cl.nodes {

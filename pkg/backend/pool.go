@@ -25,6 +25,12 @@ type Pool struct {
 	nodes  atomic.Pointer[[]*NodePool]
 	rr     atomic.Uint32
 	closed bool
+
+	// holders counts the client connections that send through the pool;
+	// lastUsed (unix ns) is when it was last handed out or let go. A
+	// keyspace pool nobody holds is closed once idle (Config.PoolIdleTimeout).
+	holders  atomic.Int32
+	lastUsed atomic.Int64
 }
 
 // NodePool is a Pool's connections to one node.
@@ -44,6 +50,35 @@ func (p *Pool) Version() byte { return p.version }
 
 // Keyspace returns the keyspace the pool's connections use.
 func (p *Pool) Keyspace() string { return p.keyspace }
+
+// Hold marks the pool as in use by one more client connection, which sends
+// through it until it calls Release: a held pool is never closed as idle.
+func (p *Pool) Hold() { p.holders.Add(1) }
+
+// Release undoes one Hold. The pool's idle time starts now, so the holder's
+// last requests finish long before the pool can be closed.
+func (p *Pool) Release() {
+	p.lastUsed.Store(time.Now().UnixNano())
+	p.holders.Add(-1)
+}
+
+// idleSince reports whether nobody holds the pool, nothing is in flight on
+// it and it has not been handed out or released since before t.
+func (p *Pool) idleSince(t time.Time) bool {
+	if p.holders.Load() > 0 || p.lastUsed.Load() > t.UnixNano() {
+		return false
+	}
+	for _, np := range *p.nodes.Load() {
+		if cs := np.conns.Load(); cs != nil {
+			for _, c := range *cs {
+				if c.liveRequests() > 0 {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
 
 // Pick returns the connection with the fewest requests in flight on the
 // least-loaded node that has one, skipping avoid (may be nil). Ties rotate so

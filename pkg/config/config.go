@@ -66,6 +66,8 @@ type Config struct {
 
 	ConnectTimeout time.Duration `flag:"connect-timeout" env:"CQLGATE_CONNECT_TIMEOUT" yaml:"connect_timeout" default:"5s" help:"time allowed to connect to a Cassandra node, including the protocol handshake"`
 
+	KeyspacePoolIdleTimeout time.Duration `flag:"keyspace-pool-idle-timeout" env:"CQLGATE_KEYSPACE_POOL_IDLE_TIMEOUT" yaml:"keyspace_pool_idle_timeout" default:"10m" help:"close the connections opened for a keyspace (one pool per keyspace that clients USE) once no client has used it for this long (at least 1s); 0 keeps them open"`
+
 	HeartbeatInterval time.Duration `flag:"heartbeat-interval" env:"CQLGATE_HEARTBEAT_INTERVAL" yaml:"heartbeat_interval" default:"30s" help:"interval between heartbeats on idle node connections; 0 disables them"`
 
 	ReconnectBaseDelay time.Duration `flag:"reconnect-base-delay" env:"CQLGATE_RECONNECT_BASE_DELAY" yaml:"reconnect_base_delay" default:"200ms" help:"delay before the first attempt to reconnect to a node; it grows exponentially with each failure"`
@@ -333,6 +335,9 @@ func (c *Config) Validate() error {
 	p.intRange("MaxFrameBytes", c.MaxFrameBytes, 64<<10, 256<<20)
 
 	p.positive("ConnectTimeout", c.ConnectTimeout)
+	if c.KeyspacePoolIdleTimeout != 0 && c.KeyspacePoolIdleTimeout < time.Second {
+		p.add("KeyspacePoolIdleTimeout", "must be 0 (keep keyspace pools open) or at least 1s, got %v", c.KeyspacePoolIdleTimeout)
+	}
 	if c.HeartbeatInterval < 0 {
 		p.add("HeartbeatInterval", "must not be negative (0 disables heartbeats), got %v", c.HeartbeatInterval)
 	}

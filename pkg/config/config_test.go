@@ -43,6 +43,7 @@ func TestDefault(t *testing.T) {
 		MaxFrameBytes:            16 << 20,
 		ConnectTimeout:           5 * time.Second,
 		HeartbeatInterval:        30 * time.Second,
+		KeyspacePoolIdleTimeout:  10 * time.Minute,
 		ReconnectBaseDelay:       200 * time.Millisecond,
 		ReconnectMaxDelay:        30 * time.Second,
 		RequestTimeout:           15 * time.Second,
@@ -288,6 +289,8 @@ func TestValidateMessages(t *testing.T) {
 			"--reconnect-max-delay: must be at least --reconnect-base-delay (2s), got 1s"}},
 		{"host id", []string{"--host-id=not-a-uuid"}, []string{`--host-id: "not-a-uuid" is not a UUID`}},
 		{"host id bad hex", []string{"--host-id=123e4567-e89b-12d3-a456-42661417400g"}, []string{"--host-id:"}},
+		{"keyspace pool idle timeout", []string{"--keyspace-pool-idle-timeout=500ms"}, []string{
+			"--keyspace-pool-idle-timeout: must be 0 (keep keyspace pools open) or at least 1s, got 500ms"}},
 		{"limit tolerance", []string{"--limit-tolerance=1"}, []string{"--limit-tolerance: must be in (1, 10], got 1"}},
 		{"log level", []string{"--log-level=verbose"}, []string{`--log-level: must be debug, info, warn or error, got "verbose"`}},
 		{"log format", []string{"--log-format=text"}, []string{`--log-format: must be json or console, got "text"`}},

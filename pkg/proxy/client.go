@@ -184,7 +184,7 @@ func (c *client) handshake() error {
 			if err != nil {
 				return err
 			}
-			c.pool.Store(pool)
+			c.setPool(pool)
 			return nil
 		}
 	}
@@ -425,9 +425,13 @@ func (c *client) close(err error) {
 	c.closed = true
 	q := c.queue
 	c.queue = nil
+	pool := c.pool.Load()
 	c.mu.Unlock()
 	for _, b := range q {
 		b.Release()
+	}
+	if pool != nil {
+		pool.Release()
 	}
 	close(c.done)
 	c.nc.Close()
@@ -435,6 +439,21 @@ func (c *client) close(err error) {
 	c.p.limiter.CancelFlow(c.flow)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		c.log.Debug("client connection closed", zap.Error(err))
+	}
+}
+
+// setPool makes p the pool the client's requests go to, holding it (see
+// backend.Pool.Hold) until the client switches again or closes. A client
+// already closed keeps none: close released what it held.
+func (c *client) setPool(p *backend.Pool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	p.Hold()
+	if old := c.pool.Swap(p); old != nil {
+		old.Release()
 	}
 }
 

@@ -372,7 +372,7 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 		case r.useKeyspace != "":
 			if ks, err := frame.SetKeyspaceName(resultBody(resp.B)); err == nil {
 				c.keyspace.Store(&ks)
-				c.pool.Store(r.pool)
+				c.setPool(r.pool)
 			}
 		case r.prepQuery != "":
 			if id, err := frame.PreparedID(resultBody(resp.B)); err == nil {

@@ -5,9 +5,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gocql/gocql"
 
+	"github.com/cqlgate/cqlgate/pkg/config"
 	"github.com/cqlgate/cqlgate/pkg/frame"
 )
 
@@ -212,4 +214,56 @@ func resultBodyOf(t testing.TB, f []byte) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestIdleKeyspacePoolIsClosed: the connections opened for a keyspace that
+// clients USE stay open while a client uses it, are closed once none has
+// for --keyspace-pool-idle-timeout, and are opened again by the next USE.
+func TestIdleKeyspacePoolIsClosed(t *testing.T) {
+	c := singleCluster.Get(t)
+	const idle = time.Second
+	p := startProxy(t, c.Addrs, func(cfg *config.Config) { cfg.KeyspacePoolIdleTimeout = idle })
+	admin := proxySession(t, p, nil)
+	recreateKeyspace(t, admin, "it_idlepool", 1, "CREATE TABLE it_idlepool.t (k int PRIMARY KEY, v int)")
+	mustExec(t, admin, "INSERT INTO it_idlepool.t (k, v) VALUES (1, 1)")
+
+	use := func() *rawConn {
+		r := dialRaw(t, p.Addr, 4)
+		r.startup(nil)
+		if ks, err := frame.SetKeyspaceName(resultBodyOf(t, r.query(1, "USE it_idlepool"))); err != nil || ks != "it_idlepool" {
+			t.Fatalf("USE it_idlepool: keyspace %q, %v", ks, err)
+		}
+		return r
+	}
+	pools := func() float64 { return metricSum(t, p.Reg, "cqlgate_backend_pools") }
+	r := dialRaw(t, p.Addr, 4) // opens the version's pool without a keyspace
+	r.startup(nil)
+	before := pools()
+
+	held := use()
+	if got := pools(); got != before+1 {
+		t.Fatalf("after USE: %v pools, want %v", got, before+1)
+	}
+	// Held by a connected client, the pool outlives the idle timeout.
+	time.Sleep(3 * idle)
+	if got := pools(); got != before+1 {
+		t.Fatalf("%v after USE, with the client still connected: %v pools, want %v", 3*idle, got, before+1)
+	}
+	if rs := held.mustRows("SELECT v FROM t WHERE k = 1"); len(rs.rows) != 1 {
+		t.Fatalf("unqualified SELECT after %v: %d rows, want 1", 3*idle, len(rs.rows))
+	}
+
+	held.nc.Close()
+	waitFor(t, 10*time.Second, "the keyspace pool to close", func() (bool, string) {
+		got := pools()
+		return got == before, fmt.Sprintf("%v pools, want %v", got, before)
+	})
+
+	again := use()
+	if rs := again.mustRows("SELECT v FROM t WHERE k = 1"); len(rs.rows) != 1 {
+		t.Fatalf("unqualified SELECT after the pool was reopened: %d rows, want 1", len(rs.rows))
+	}
+	if got := pools(); got != before+1 {
+		t.Fatalf("after USE again: %v pools, want %v", got, before+1)
+	}
 }
