@@ -42,6 +42,10 @@ seed: ## the seed experiment: 50,000 goroutines x 200 SELECTs, gocql defaults, d
 overload: ## open loop at 2x, 5x, 10x one node's capacity through the proxy (raw-frame generator): goodput, p99, OVERLOADED latency, bytes per queued request
 	$(GO) test -v -count=1 -run '^$$' -bench '^BenchmarkOverload$$' -benchtime 1x -timeout 20m ./test/integration
 
+.PHONY: overload-remote
+overload-remote: ## the same against a node 2 ms away (fault injector), the built proxy in its own process, 1 ms queue target
+	CQLGATE_OVERLOAD_LATENCY=2ms CQLGATE_OVERLOAD_PROXY=process CQLGATE_OVERLOAD_TARGET=1ms $(GO) test -v -count=1 -run '^$$' -bench '^BenchmarkOverload$$' -benchtime 1x -timeout 20m ./test/integration
+
 .PHONY: overload-loadgen
 overload-loadgen: ## the same steps offered by loadgen (gocql), which falls behind past about 1x on two cores
 	bash scripts/overload.sh

@@ -20,6 +20,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cqlgate/cqlgate/internal/faultinject"
 	"github.com/cqlgate/cqlgate/pkg/config"
 	"github.com/cqlgate/cqlgate/pkg/frame"
 )
@@ -44,7 +45,15 @@ import (
 // the node and goodput measures the machine, not the limiter. Set
 // CQLGATE_OVERLOAD_PIN=0 to share the CPUs.
 //
-// CQLGATE_OVERLOAD_ADAPTIVE=1 runs it with --limit-mode adaptive instead.
+// CQLGATE_OVERLOAD_ADAPTIVE=1 runs it with --limit-mode adaptive instead
+// (CQLGATE_OVERLOAD_LIMIT_MIN sets --limit-min). CQLGATE_OVERLOAD_LATENCY=2ms
+// delays the node's answers through a fault injector, as a network between
+// the proxy and a remote cluster would; CQLGATE_OVERLOAD_COUNT=1 with
+// CQLGATE_OVERLOAD_ROWS=N counts the rows instead of returning them, a read
+// that saturates the node rather than the proxy's core.
+// CQLGATE_OVERLOAD_PROXY=process runs cmd/proxy as its own process, and
+// CQLGATE_OVERLOAD_STEPS=10,5,2 changes the steps. docs/loadgen.md has
+// figures for each.
 // CQLGATE_OVERLOAD_ROWS=N reads a partition of N 64-byte rows instead of
 // one row: a read that costs the node more, as most real ones do, so that
 // 10x its capacity is not also far more than the proxy's core can turn
@@ -80,9 +89,25 @@ func BenchmarkOverload(b *testing.B) {
 		pids []int
 		stop = func() {} // before the memory measurement's proxy starts
 	)
+	// The node as clients see it: with CQLGATE_OVERLOAD_LATENCY, behind a
+	// fault injector that delays its answers, as a network between the
+	// proxy and a remote cluster would.
+	nodeAddr := c.Addrs[0]
+	var addrMap []string
+	if lat := envDuration(b, "CQLGATE_OVERLOAD_LATENCY", 0); lat > 0 {
+		inj := faultinject.New(b, "127.0.0.1:0", c.Addrs[0])
+		if err := inj.Latency(lat, 0); err != nil {
+			b.Fatal(err)
+		}
+		nodeAddr, addrMap = inj.Addr, []string{c.Addrs[0] + "=" + inj.Addr}
+		b.Logf("the node's answers are delayed by %s (a fault injector in this process)", lat)
+	}
 	where := "in this process"
 	if os.Getenv("CQLGATE_OVERLOAD_PROXY") == "process" {
 		args := []string{"--node-limit", strconv.Itoa(nodeLimit), "--queue-max-wait", "100ms", "--queue-target", target.String()}
+		if addrMap != nil {
+			args = append(args, "--address-map", addrMap[0])
+		}
 		if adaptive {
 			args = append(args, "--limit-mode", "adaptive", "--limit-min", strconv.Itoa(limitMin))
 		}
@@ -94,6 +119,7 @@ func BenchmarkOverload(b *testing.B) {
 			cfg.NodeLimit = nodeLimit
 			cfg.QueueMaxWait = 100 * time.Millisecond
 			cfg.QueueTarget = target
+			cfg.AddressMap = addrMap
 			if adaptive {
 				cfg.LimitMode = "adaptive"
 				cfg.LimitMin = limitMin
@@ -123,7 +149,7 @@ func BenchmarkOverload(b *testing.B) {
 
 	for range b.N {
 		// Cassandra's own unloaded p99, for scale.
-		d := newOverloadGen(b, c.Addrs[0], 4, query)
+		d := newOverloadGen(b, nodeAddr, 4, query)
 		d.closedLoop(8, time.Second)
 		direct := d.openLoop(1000, 2*time.Second)
 		b.Logf("direct to Cassandra, open loop at 1000/s: p99 %s, p50 %s", us(direct.ok.ValueAtQuantile(99)), us(direct.ok.ValueAtQuantile(50)))
@@ -329,7 +355,7 @@ type stepStats struct {
 	elapsed    time.Duration
 	offered    float64
 	unsent     int64
-	late       int64 // requests sent more than 1ms after their time
+	late       int64 // requests sent more than lateAfter after their time
 }
 
 func newHistogram() *hdrhistogram.Histogram { return hdrhistogram.New(1, 60_000_000, 3) }
@@ -495,6 +521,12 @@ func (g *overloadGen) openLoop(rate float64, d time.Duration) *stepStats {
 	return st
 }
 
+// lateAfter is how late a request may be written and still count as on
+// schedule. A sleep shorter than a millisecond lasts a whole one when the
+// process has nothing else to run (the runtime's network poller waits in
+// milliseconds), so pace itself is up to about 1.25 ms late on an idle core.
+const lateAfter = 2 * time.Millisecond
+
 // pacePass is how long pace sleeps between two writes: every request is
 // sent within about that of its time, and at 10x a pass writes some
 // hundred requests per connection in one syscall.
@@ -526,7 +558,7 @@ func (c *genConn) pace(rate float64, d time.Duration, countFrom int64) (unsent, 
 			}
 			s := ids[len(ids)-1]
 			ids = ids[:len(ids)-1]
-			if at >= countFrom && now-at > int64(time.Millisecond) {
+			if at >= countFrom && now-at > int64(lateAfter) {
 				late++
 			}
 			c.queueLocked(s, at, now)
