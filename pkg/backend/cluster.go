@@ -1058,35 +1058,36 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // WaitSchemaAgreement polls every reachable node for the schema_version
-// in its own system.local until they all report the same one, or ctx ends.
+// in its own system.local until they all report the same one, which it
+// returns, or ctx ends.
 // The proxy looks like a single node to drivers, so their own agreement
 // check is trivially true; this is the check that counts. Each node is asked
 // directly, over its pool connection: the control node's gossip view of its
 // peers can still show the old schema everywhere right after a DDL ran on
 // another node, and a node that is down is left out instead of waited for.
-func (cl *Cluster) WaitSchemaAgreement(ctx context.Context) error {
+func (cl *Cluster) WaitSchemaAgreement(ctx context.Context) ([16]byte, error) {
 	const interval = 200 * time.Millisecond
 	for {
-		agreed, err := cl.schemaAgreed(ctx)
+		version, agreed, err := cl.schemaAgreed(ctx)
 		if err == nil && agreed {
-			return nil
+			return version, nil
 		}
 		select {
 		case <-ctx.Done():
 			if err != nil {
-				return fmt.Errorf("schema agreement: %w", err)
+				return version, fmt.Errorf("schema agreement: %w", err)
 			}
-			return fmt.Errorf("schema agreement: %w", ctx.Err())
+			return version, fmt.Errorf("schema agreement: %w", ctx.Err())
 		case <-time.After(interval):
 		}
 	}
 }
 
-func (cl *Cluster) schemaAgreed(ctx context.Context) (bool, error) {
+func (cl *Cluster) schemaAgreed(ctx context.Context) (version [16]byte, agreed bool, err error) {
 	v := cl.Version()
 	pool, err := cl.Pool(ctx, v, "")
 	if err != nil {
-		return false, err
+		return version, false, err
 	}
 	var want string
 	asked := 0
@@ -1101,17 +1102,21 @@ func (cl *Cluster) schemaAgreed(ctx context.Context) (bool, error) {
 			continue
 		}
 		if len(rows) != 1 {
-			return false, fmt.Errorf("system.local on %s: %d rows", np.node.Addr, len(rows))
+			return version, false, fmt.Errorf("system.local on %s: %d rows", np.node.Addr, len(rows))
 		}
 		sv := string(rows[0].bytes("schema_version"))
+		if len(sv) != len(version) {
+			return version, false, fmt.Errorf("system.local on %s: schema_version of %d bytes", np.node.Addr, len(sv))
+		}
 		if asked > 0 && sv != want {
-			return false, nil
+			return version, false, nil
 		}
 		want = sv
 		asked++
 	}
 	if asked == 0 {
-		return false, errors.New("no node answered")
+		return version, false, errors.New("no node answered")
 	}
-	return true, nil
+	copy(version[:], want)
+	return version, true, nil
 }

@@ -73,8 +73,11 @@ type Proxy struct {
 	systemStatements atomic.Pointer[map[string]systables.Table]
 	sysMu            sync.Mutex
 
-	// lastLocal is the newest system.local seen, for system.peers rows.
-	lastLocal atomic.Pointer[systables.LocalInfo]
+	// lastLocal is what the proxy last learnt of the real system.local,
+	// for the system.peers rows it makes up (see noteLocal). schemaChanged
+	// asks trackSchemaVersion to read the schema version again.
+	lastLocal     atomic.Pointer[systables.LocalInfo]
+	schemaChanged chan struct{}
 
 	// serverTLS is the client-facing TLS configuration; nil serves plain
 	// CQL. auth checks client logins; nil with --client-auth none.
@@ -101,11 +104,12 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (*Proxy,
 		reg = prometheus.NewRegistry()
 	}
 	p := &Proxy{
-		cfg:     cfg,
-		log:     log,
-		clients: map[*client]struct{}{},
-		ctx:     context.Background(),
-		serving: make(chan struct{}),
+		cfg:           cfg,
+		log:           log,
+		clients:       map[*client]struct{}{},
+		ctx:           context.Background(),
+		serving:       make(chan struct{}),
+		schemaChanged: make(chan struct{}, 1),
 	}
 	p.live = cfg
 	p.metrics = newMetrics(reg, p)
@@ -288,6 +292,14 @@ func (p *Proxy) Run(ctx context.Context) error {
 	if err := p.listen(); err != nil {
 		return err
 	}
+	local := p.cluster.LocalInfo()
+	p.noteLocal(systables.LocalInfo{ReleaseVersion: local.ReleaseVersion, DataCenter: local.DataCenter,
+		Rack: local.Rack, Partitioner: local.Partitioner, ClusterName: local.ClusterName})
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.trackSchemaVersion(ctx)
+	}()
 	var acceptors sync.WaitGroup
 	for _, e := range p.endpoints {
 		acceptors.Add(1)
@@ -488,6 +500,10 @@ func (p *Proxy) maxVersion() byte {
 // v3 clients get "keyspace updated" instead, as Cassandra sends them.
 func (p *Proxy) broadcastSchemaChange(ev *frame.Buf) {
 	defer ev.Release()
+	select {
+	case p.schemaChanged <- struct{}{}:
+	default:
+	}
 	body := frame.Body(ev.B)
 	var v3body []byte
 	p.mu.Lock()
@@ -507,6 +523,59 @@ func (p *Proxy) broadcastSchemaChange(ev *frame.Buf) {
 		frame.PutHeader(f.B, frame.Header{Version: c.version, Response: true, Stream: frame.EventStream, Opcode: frame.OpEvent, Length: int32(len(b))})
 		copy(frame.Body(f.B), b)
 		c.send(f)
+	}
+}
+
+// noteLocal merges what the proxy learnt of the real system.local into
+// lastLocal: a partial SELECT (drivers check schema agreement with SELECT
+// schema_version FROM system.local) fills only the columns it read.
+func (p *Proxy) noteLocal(info systables.LocalInfo) {
+	for {
+		old := p.lastLocal.Load()
+		merged := info
+		if old != nil {
+			merged = *old
+			if info.SchemaVersion != ([16]byte{}) {
+				merged.SchemaVersion = info.SchemaVersion
+			}
+			for _, f := range []struct {
+				dst *string
+				src string
+			}{
+				{&merged.ReleaseVersion, info.ReleaseVersion}, {&merged.DataCenter, info.DataCenter},
+				{&merged.Rack, info.Rack}, {&merged.Partitioner, info.Partitioner}, {&merged.ClusterName, info.ClusterName},
+			} {
+				if f.src != "" {
+					*f.dst = f.src
+				}
+			}
+		}
+		if p.lastLocal.CompareAndSwap(old, &merged) {
+			return
+		}
+	}
+}
+
+// trackSchemaVersion keeps the schema version of the proxy's made-up
+// system.peers rows current: once at start, before any driver reads them,
+// and after every schema change Cassandra announces, once the nodes agree.
+// Otherwise a driver that checks agreement (local and peers versions equal)
+// would wait in vain whenever no client had read system.local since.
+func (p *Proxy) trackSchemaVersion(ctx context.Context) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, schemaAgreementTimeout)
+		v, err := p.cluster.WaitSchemaAgreement(actx)
+		cancel()
+		if err == nil {
+			p.noteLocal(systables.LocalInfo{SchemaVersion: v})
+		} else if ctx.Err() == nil {
+			p.log.Debug("cannot read the schema version", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.schemaChanged:
+		}
 	}
 }
 

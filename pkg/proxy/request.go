@@ -128,7 +128,13 @@ func (c *client) handle(b *frame.Buf) {
 	}
 	req := requestPool.Get().(*request)
 	*req = request{c: c, buf: b, stream: h.Stream, op: h.Opcode, pool: c.pool.Load()}
-	body := frame.Body(b.B)
+	// The message, after the custom payload a client may send with any
+	// request (drivers expose it; PayloadKey uses it).
+	body, err := frame.MessageBody(b.B)
+	if err != nil {
+		c.reject(req, frame.ErrCodeProtocol, "Invalid "+frame.OpcodeName(h.Opcode)+" message: "+err.Error())
+		return
+	}
 
 	switch h.Opcode {
 	case frame.OpQuery:
@@ -430,8 +436,12 @@ func (r *request) answerAfterSchemaAgreement(resp *frame.Buf) {
 	c := r.c
 	ctx, cancel := context.WithTimeout(c.p.ctx, schemaAgreementTimeout)
 	defer cancel()
-	if err := c.p.cluster.WaitSchemaAgreement(ctx); err != nil {
+	if v, err := c.p.cluster.WaitSchemaAgreement(ctx); err != nil {
 		c.log.Warn("no schema agreement among Cassandra nodes; answering the DDL anyway", zap.Error(err))
+	} else {
+		// Before the answer: the driver checks agreement right after it,
+		// and the proxy's peers rows must show the new version too.
+		c.p.noteLocal(systables.LocalInfo{SchemaVersion: v})
 	}
 	frame.SetStream(resp.B, r.stream)
 	c.send(resp)
@@ -664,7 +674,7 @@ func (c *client) rewriteSystem(t systables.Table, resp *frame.Buf) *frame.Buf {
 	var err error
 	if t == systables.TableLocal {
 		if info, perr := systables.ParseLocal(c.version, body); perr == nil {
-			c.p.lastLocal.Store(&info)
+			c.p.noteLocal(info)
 		}
 		out, err = c.ep.rewriter.RewriteLocal(c.version, body)
 	} else {

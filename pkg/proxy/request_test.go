@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cqlgate/cqlgate/pkg/frame"
+	"github.com/cqlgate/cqlgate/pkg/systables"
 )
 
 func TestClearSkipMetadata(t *testing.T) {
@@ -89,5 +90,27 @@ func TestV3SchemaChange(t *testing.T) {
 	}
 	if got := v3SchemaChange([]byte{0, 9}); !bytes.Equal(got, []byte{0, 9}) {
 		t.Errorf("truncated: got %q", got)
+	}
+}
+
+// TestNoteLocalMergesPartialRows: what the proxy knows of the real
+// system.local is filled in piece by piece; a partial SELECT (drivers read
+// schema_version alone to check agreement) must not blank the rest, which
+// the made-up system.peers rows show.
+func TestNoteLocalMergesPartialRows(t *testing.T) {
+	p := &Proxy{}
+	p.noteLocal(systables.LocalInfo{ReleaseVersion: "5.0.4", DataCenter: "dc1", Rack: "r1"})
+	v := [16]byte{1, 2, 3}
+	p.noteLocal(systables.LocalInfo{SchemaVersion: v})
+	p.noteLocal(systables.LocalInfo{Partitioner: "Murmur3Partitioner"})
+	want := systables.LocalInfo{SchemaVersion: v, ReleaseVersion: "5.0.4", DataCenter: "dc1", Rack: "r1", Partitioner: "Murmur3Partitioner"}
+	if got := *p.lastLocal.Load(); got != want {
+		t.Errorf("after three partial rows: %+v, want %+v", got, want)
+	}
+	w := [16]byte{9}
+	p.noteLocal(systables.LocalInfo{SchemaVersion: w, ReleaseVersion: "5.0.5"})
+	want.SchemaVersion, want.ReleaseVersion = w, "5.0.5"
+	if got := *p.lastLocal.Load(); got != want {
+		t.Errorf("after a newer schema version and release: %+v, want %+v", got, want)
 	}
 }

@@ -474,3 +474,62 @@ func TestMalformedInput(t *testing.T) {
 		}
 	})
 }
+
+// TestRequestsWithCustomPayload: a request may carry a custom payload
+// (flag 0x04, drivers expose it) between its header and its message. The
+// proxy reads every kind of request past it: USE switches the keyspace,
+// queries of system tables are still rewritten, PREPARE and EXECUTE work.
+func TestRequestsWithCustomPayload(t *testing.T) {
+	c := singleCluster.Get(t)
+	p := startProxy(t, c.Addrs, nil)
+	admin := proxySession(t, p, nil)
+	recreateKeyspace(t, admin, "it_payload", 1, "CREATE TABLE it_payload.t (k int PRIMARY KEY, v int)")
+	mustExec(t, admin, "INSERT INTO it_payload.t (k, v) VALUES (1, 10)")
+	proxyHost, _, err := net.SplitHostPort(p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A [bytes map] of two entries: one the proxy reads, one it does not.
+	payload := []byte{0, 2}
+	for _, kv := range [][2]string{{"cqlgate-idempotent", "true"}, {"app", "x"}} {
+		payload = binary.BigEndian.AppendUint16(payload, uint16(len(kv[0])))
+		payload = append(payload, kv[0]...)
+		payload = binary.BigEndian.AppendUint32(payload, uint32(len(kv[1])))
+		payload = append(payload, kv[1]...)
+	}
+	for _, v := range []byte{4, 5} {
+		r := dialRaw(t, p.Addr, v)
+		r.startup(nil)
+		// with moves request f's message behind the payload.
+		with := func(f []byte) []byte {
+			h := frame.ParseHeader(f)
+			return frame.AppendFrame(nil, v, false, h.Flags|frame.FlagCustomPayload, h.Stream, h.Opcode, append(append([]byte(nil), payload...), frame.Body(f)...))
+		}
+		query := func(q string) []byte { return r.roundTrip(with(frame.AppendQuery(nil, v, 1, q, consistencyOne, 0))) }
+
+		if ks, err := frame.SetKeyspaceName(resultBodyOf(t, query("USE it_payload"))); err != nil || ks != "it_payload" {
+			t.Fatalf("v%d USE with a payload: keyspace %q, %v", v, ks, err)
+		}
+		rs, err := decodeRows(query("SELECT v FROM t WHERE k = 1"))
+		if err != nil || len(rs.rows) != 1 || binary.BigEndian.Uint32(rs.rows[0][0]) != 10 {
+			t.Fatalf("v%d unqualified SELECT with a payload: %+v, %v; want v = 10", v, rs.rows, err)
+		}
+		rs, err = decodeRows(query("SELECT rpc_address FROM system.local"))
+		if err != nil || len(rs.rows) != 1 || net.IP(rs.rows[0][0]).String() != proxyHost {
+			t.Fatalf("v%d system.local with a payload: %+v, %v; want rpc_address %s, the proxy's", v, rs.rows, err, proxyHost)
+		}
+		id, meta, err := prepared(r.roundTrip(with(frame.AppendPrepare(nil, v, 1, "SELECT v FROM t WHERE k = 1", ""))), v)
+		if err != nil {
+			t.Fatalf("v%d PREPARE with a payload: %v", v, err)
+		}
+		rs, err = decodeRows(r.roundTrip(with(appendExecute(nil, v, 1, id, meta, consistencyOne, nil))))
+		if err != nil || len(rs.rows) != 1 {
+			t.Fatalf("v%d EXECUTE with a payload: %+v, %v", v, rs.rows, err)
+		}
+		// A payload that claims more than the frame holds is a protocol error.
+		bad := frame.AppendFrame(nil, v, false, frame.FlagCustomPayload, 1, frame.OpQuery, []byte{0, 9, 0, 1})
+		if code, msg, ok := errorOf(r.roundTrip(bad)); !ok || code != frame.ErrCodeProtocol {
+			t.Fatalf("v%d truncated payload: got code %#x %q, want PROTOCOL_ERROR", v, code, msg)
+		}
+	}
+}
