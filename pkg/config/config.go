@@ -66,7 +66,7 @@ type Config struct {
 
 	ConnectTimeout time.Duration `flag:"connect-timeout" env:"CQLGATE_CONNECT_TIMEOUT" yaml:"connect_timeout" default:"5s" help:"time allowed to connect to a Cassandra node, including the protocol handshake"`
 
-	KeyspacePoolIdleTimeout time.Duration `flag:"keyspace-pool-idle-timeout" env:"CQLGATE_KEYSPACE_POOL_IDLE_TIMEOUT" yaml:"keyspace_pool_idle_timeout" default:"10m" help:"close the connections opened for a keyspace (one pool per keyspace that clients USE) once no client has used it for this long (at least 1s); 0 keeps them open"`
+	KeyspacePoolIdleTimeout time.Duration `flag:"keyspace-pool-idle-timeout" env:"CQLGATE_KEYSPACE_POOL_IDLE_TIMEOUT" yaml:"keyspace_pool_idle_timeout" default:"10m" help:"close the connections opened for a keyspace (one pool per keyspace that clients USE) once no client has used it for this long (at least 1s, and never less than --request-timeout, so the last client's requests finish first); 0 keeps them open"`
 
 	HeartbeatInterval time.Duration `flag:"heartbeat-interval" env:"CQLGATE_HEARTBEAT_INTERVAL" yaml:"heartbeat_interval" default:"30s" help:"interval between heartbeats on idle node connections; 0 disables them"`
 

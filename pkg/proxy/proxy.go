@@ -171,7 +171,7 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (*Proxy,
 		ConnectionsPerNode: cfg.ConnectionsPerNode,
 		ConnectTimeout:     cfg.ConnectTimeout,
 		HeartbeatInterval:  heartbeat(cfg.HeartbeatInterval),
-		PoolIdleTimeout:    cfg.KeyspacePoolIdleTimeout,
+		PoolIdleTimeout:    poolIdleTimeout(cfg),
 		ReconnectBaseDelay: cfg.ReconnectBaseDelay,
 		ReconnectMaxDelay:  cfg.ReconnectMaxDelay,
 		MaxFrame:           max(cfg.MaxFrameBytes, 256<<20),
@@ -238,6 +238,17 @@ func (p *Proxy) setLimiterNodes(up []*backend.Node) {
 }
 
 // heartbeat maps the config's "0 disables" to the backend's "negative disables".
+// poolIdleTimeout is --keyspace-pool-idle-timeout, but never less than
+// --request-timeout: a request that a client queued before it switched
+// keyspace or left may still wait for a permit on the pool it released,
+// and a request's whole life fits in the request timeout.
+func poolIdleTimeout(cfg config.Config) time.Duration {
+	if cfg.KeyspacePoolIdleTimeout <= 0 {
+		return 0
+	}
+	return max(cfg.KeyspacePoolIdleTimeout, cfg.RequestTimeout)
+}
+
 func heartbeat(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1
@@ -557,10 +568,11 @@ func (p *Proxy) noteLocal(info systables.LocalInfo) {
 }
 
 // trackSchemaVersion keeps the schema version of the proxy's made-up
-// system.peers rows current: once at start, before any driver reads them,
-// and after every schema change Cassandra announces, once the nodes agree.
-// Otherwise a driver that checks agreement (local and peers versions equal)
-// would wait in vain whenever no client had read system.local since.
+// system.peers rows current: once at start, and after every schema change
+// Cassandra announces, once the nodes agree. Otherwise a driver that checks
+// agreement (local and peers versions equal) would wait in vain whenever no
+// client had read system.local since. A reading that lands just after a
+// newer one is corrected by the next event.
 func (p *Proxy) trackSchemaVersion(ctx context.Context) {
 	for {
 		actx, cancel := context.WithTimeout(ctx, schemaAgreementTimeout)

@@ -222,7 +222,10 @@ func resultBodyOf(t testing.TB, f []byte) []byte {
 func TestIdleKeyspacePoolIsClosed(t *testing.T) {
 	c := singleCluster.Get(t)
 	const idle = time.Second
-	p := startProxy(t, c.Addrs, func(cfg *config.Config) { cfg.KeyspacePoolIdleTimeout = idle })
+	p := startProxy(t, c.Addrs, func(cfg *config.Config) {
+		cfg.KeyspacePoolIdleTimeout = idle
+		cfg.RequestTimeout = idle // the idle timeout is never shorter
+	})
 	admin := proxySession(t, p, nil)
 	recreateKeyspace(t, admin, "it_idlepool", 1, "CREATE TABLE it_idlepool.t (k int PRIMARY KEY, v int)")
 	mustExec(t, admin, "INSERT INTO it_idlepool.t (k, v) VALUES (1, 1)")
