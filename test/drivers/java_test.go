@@ -15,11 +15,15 @@ import (
 	"github.com/cqlgate/cqlgate/pkg/config"
 )
 
-// javaProbe is the driver check and javaLogConfig the driver's logging
-// (WARN and above), relative to this package.
+// The driver checks and the drivers' logging (WARN and above), relative to
+// this package.
 const (
-	javaProbe     = "../java/Probe.java"
+	javaProbe3    = "../java/Probe.java"
+	javaProbe4    = "../java/driver4/Probe4.java"
+	javaPOM4      = "../java/driver4/pom.xml"
 	javaLogConfig = "../java/logback-test.xml"
+	// javaDriver4 is the version in javaPOM4, for the cache directory.
+	javaDriver4 = "4.19.3"
 )
 
 // TestJavaDriver3 runs test/java/Probe.java, which drives the DataStax Java
@@ -29,18 +33,36 @@ const (
 // token-aware routing. First with one listen address, then with two on the
 // same port, where the driver must see two hosts, both of them the proxy's.
 func TestJavaDriver3(t *testing.T) {
-	java, err := exec.LookPath("java")
-	if err != nil {
-		if os.Getenv("CQLGATE_SKIP_JAVA") == "1" {
-			t.Skip("CQLGATE_SKIP_JAVA=1: no java on PATH")
-		}
-		t.Fatalf("no java on PATH (Cassandra needs it too): %v; CQLGATE_SKIP_JAVA=1 skips this test", err)
-	}
+	java := findJava(t)
 	addrs := single.get(t)
 	lib := cassandraLibDir()
 	if jars, _ := filepath.Glob(filepath.Join(lib, "cassandra-driver-core-3.*.jar")); len(jars) == 0 {
 		t.Fatalf("no cassandra-driver-core 3.x jar in %s: scripts/cassandra-local.sh fetch puts it there (CQLGATE_CASSANDRA_CACHE moves it)", lib)
 	}
+	runJavaProbe(t, addrs, func(listen []string) []string {
+		return []string{java, "-Dlogback.configurationFile=" + javaLogConfig, "-cp", filepath.Join(lib, "*"), javaProbe3,
+			strings.Join(listen, ","), fmt.Sprint(len(listen))}
+	})
+}
+
+// TestJavaDriver4 runs test/java/driver4/Probe4.java, the same checks with
+// the Apache Cassandra Java driver 4.x (fetched from Maven Central once, into
+// ~/.cache/cqlgate), which reads system.peers_v2 and checks schema agreement
+// after every DDL.
+func TestJavaDriver4(t *testing.T) {
+	java := findJava(t)
+	addrs := single.get(t)
+	lib := javaDriver4Jars(t)
+	runJavaProbe(t, addrs, func(listen []string) []string {
+		return []string{java, "-cp", filepath.Join(lib, "*"), javaProbe4,
+			strings.Join(listen, ","), fmt.Sprint(len(listen)), "datacenter1"}
+	})
+}
+
+// runJavaProbe starts a proxy listening on one address, then on two with the
+// same port, and runs the command cmd returns for each, which must print
+// "OK rows 102".
+func runJavaProbe(t *testing.T, addrs []string, cmd func(listen []string) []string) {
 	port := freePortOn(t, "127.0.0.1", "127.0.0.2")
 	for _, listen := range [][]string{
 		{"127.0.0.1:" + port},
@@ -50,16 +72,65 @@ func TestJavaDriver3(t *testing.T) {
 			p := proxytest.Start(t, addrs, func(cfg *config.Config) { cfg.Listen = listen })
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, java, "-Dlogback.configurationFile="+javaLogConfig, "-cp", filepath.Join(lib, "*"), javaProbe,
-				strings.Join(listen, ","), fmt.Sprint(len(listen)))
-			cmd.WaitDelay = 10 * time.Second
-			out, err := cmd.CombinedOutput()
+			args := cmd(listen)
+			c := exec.CommandContext(ctx, args[0], args[1:]...)
+			c.WaitDelay = 10 * time.Second
+			out, err := c.CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "OK rows 102") {
-				t.Fatalf("%s through %v: %v\n%s\nproxy log:\n%s", javaProbe, listen, err, out, p.Logs)
+				t.Fatalf("%v through %v: %v\n%s\nproxy log:\n%s", args[1:], listen, err, out, p.Logs)
 			}
 			t.Logf("%s", out)
 		})
 	}
+}
+
+// findJava returns java from $PATH; it fails the test without one, or skips
+// it with CQLGATE_SKIP_JAVA=1.
+func findJava(t *testing.T) string {
+	t.Helper()
+	java, err := exec.LookPath("java")
+	if err != nil {
+		if os.Getenv("CQLGATE_SKIP_JAVA") == "1" {
+			t.Skip("CQLGATE_SKIP_JAVA=1: no java on PATH")
+		}
+		t.Fatalf("no java on PATH (Cassandra needs it too): %v; CQLGATE_SKIP_JAVA=1 skips this test", err)
+	}
+	return java
+}
+
+// javaDriver4Jars returns a directory holding the Java driver 4.x and its
+// dependencies, copied there by Maven from javaPOM4 the first time.
+func javaDriver4Jars(t *testing.T) string {
+	t.Helper()
+	home, _ := os.UserHomeDir()
+	dir := filepath.Join(home, ".cache", "cqlgate", "java-driver-"+javaDriver4)
+	if _, err := os.Stat(filepath.Join(dir, "complete")); err == nil {
+		return dir
+	}
+	mvn, err := exec.LookPath("mvn")
+	if err != nil {
+		if os.Getenv("CQLGATE_SKIP_JAVA") == "1" {
+			t.Skip("CQLGATE_SKIP_JAVA=1: no mvn on PATH")
+		}
+		t.Fatalf("no mvn on PATH to fetch the Java driver %s: %v; CQLGATE_SKIP_JAVA=1 skips this test", javaDriver4, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tmp := dir + ".tmp"
+	_ = os.RemoveAll(tmp)
+	out, err := exec.CommandContext(ctx, mvn, "-B", "-q", "-f", javaPOM4, "dependency:copy-dependencies",
+		"-DoutputDirectory="+tmp).CombinedOutput()
+	if err != nil {
+		t.Fatalf("mvn dependency:copy-dependencies for the Java driver %s: %v\n%s", javaDriver4, err, out)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "complete"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.RemoveAll(dir)
+	if err := os.Rename(tmp, dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // cassandraLibDir is where scripts/cassandra-local.sh keeps Cassandra's jars.
