@@ -45,25 +45,28 @@ import (
 // the node and goodput measures the machine, not the limiter. Set
 // CQLGATE_OVERLOAD_PIN=0 to share the CPUs.
 //
-// CQLGATE_OVERLOAD_ADAPTIVE=1 runs it with --limit-mode adaptive instead
-// (CQLGATE_OVERLOAD_LIMIT_MIN sets --limit-min). CQLGATE_OVERLOAD_LATENCY=2ms
-// delays the node's answers through a fault injector, as a network between
-// the proxy and a remote cluster would; CQLGATE_OVERLOAD_COUNT=1 with
-// CQLGATE_OVERLOAD_ROWS=N counts the rows instead of returning them, a read
-// that saturates the node rather than the proxy's core.
-// CQLGATE_OVERLOAD_PROXY=process runs cmd/proxy as its own process, and
-// CQLGATE_OVERLOAD_STEPS=10,5,2 changes the steps. docs/loadgen.md has
-// figures for each.
-// CQLGATE_OVERLOAD_ROWS=N reads a partition of N 64-byte rows instead of
-// one row: a read that costs the node more, as most real ones do, so that
-// 10x its capacity is not also far more than the proxy's core can turn
-// away.
-// The node limit is 32 (CQLGATE_OVERLOAD_NODE_LIMIT): enough to keep the
-// node busy, few enough that requests do not queue inside Cassandra. The
-// queue settings are those an operator sets for latency-sensitive traffic:
-// --queue-max-wait 100ms --queue-target 2ms (CQLGATE_OVERLOAD_TARGET).
+// The node limit is 32 (CQLGATE_OVERLOAD_NODE_LIMIT), enough to keep the
+// node busy; the queue settings are those an operator sets for
+// latency-sensitive traffic: --queue-max-wait 100ms --queue-target 2ms
+// (CQLGATE_OVERLOAD_TARGET). Other knobs, with figures for each in
+// docs/loadgen.md:
 //
-//	go test ./test/integration -run '^$' -bench Overload -benchtime 1x
+//   - CQLGATE_OVERLOAD_ADAPTIVE=1: --limit-mode adaptive
+//     (CQLGATE_OVERLOAD_LIMIT_MIN sets --limit-min);
+//
+//   - CQLGATE_OVERLOAD_ROWS=N: read a partition of N 64-byte rows instead of
+//     one, a read that costs the node more; with CQLGATE_OVERLOAD_COUNT=1 the
+//     rows are counted instead of returned, which saturates the node rather
+//     than the proxy's core;
+//
+//   - CQLGATE_OVERLOAD_LATENCY=2ms: delay the node's answers through a fault
+//     injector, as a network between the proxy and a remote cluster would;
+//
+//   - CQLGATE_OVERLOAD_PROXY=process: run cmd/proxy as its own process;
+//
+//   - CQLGATE_OVERLOAD_STEPS=10,5,2: other steps, in that order.
+//
+//     go test ./test/integration -run '^$' -bench Overload -benchtime 1x
 func BenchmarkOverload(b *testing.B) {
 	c := singleCluster.Get(b)
 	nodeLimit := envInt(b, "CQLGATE_OVERLOAD_NODE_LIMIT", 32)
