@@ -35,6 +35,7 @@ already answers there, builds ./cmd/proxy and ./cmd/loadgen, loads $KEYSPACE.kv,
 "loadgen workers" (gocql defaults: 2 connections per host, 11 s timeout, QUORUM):
   direct        $WORKERS x $QUERIES against $CASSANDRA_CQL
   proxy         $WORKERS x $QUERIES through cqlgate on $LISTEN1
+  proxy2        $WORKERS x $QUERIES through cqlgate on $LISTEN1 and $LISTEN2
   direct-large  $WORKERS_LARGE x $QUERIES against $CASSANDRA_CQL
   proxy2-large  $WORKERS_LARGE x $QUERIES through cqlgate on $LISTEN1 and $LISTEN2
 The proxy runs with its default settings, is restarted for each run, and its queue depth and
@@ -45,7 +46,9 @@ Environment: SEED_WORKERS (50000), SEED_QUERIES (200), SEED_WORKERS_LARGE (2 x S
 SEED_RUNS (which runs, in order; default "$RUNS"), SEED_PROXY_FLAGS (extra proxy flags),
 SEED_CASSANDRA_ADDR, SEED_CASSANDRA_DIR, SEED_PROXY_LISTEN, SEED_PROXY_LISTEN2, SEED_PROXY_ADMIN,
 SEED_KEYSPACE, SEED_OUT, SEED_PROXY_BIN (a proxy binary to use instead of building ./cmd/proxy),
-KEEP_CASSANDRA=1 (leave a node this script started running).
+KEEP_CASSANDRA=1 (leave a node this script started running), SEED_GOCQL_DIAG=1 (build loadgen with
+scripts/gocql-diag.sh: gocql then logs why it ran out of stream ids; each run's log goes to
+\$SEED_OUT/N-RUN.log).
 Needs go, curl and jq. Memory: 100,000 goroutines with gocql take a few GiB.
 EOF
 }
@@ -64,8 +67,14 @@ seed() {
   nrun=$((nrun + 1))
   note "run $name: $workers goroutines x $QUERIES SELECTs via $hosts"
   "$workdir/loadgen" workers --hosts "$hosts" --keyspace "$KEYSPACE" --rows 1000 \
-    --workers "$workers" --queries "$QUERIES" --interval 5s --json "$@" >"$out/$nrun-$name.json"
+    --workers "$workers" --queries "$QUERIES" --interval 5s --json "$@" >"$out/$nrun-$name.json" \
+    2> >(tee "$out/$nrun-$name.log" >&2)
 }
+
+if [[ ${SEED_GOCQL_DIAG:-} == 1 ]]; then
+  note "building loadgen with the gocql diagnostics (scripts/gocql-diag.sh)"
+  "$REPO/scripts/gocql-diag.sh" "$workdir/loadgen"
+fi
 
 "$workdir/loadgen" setup --hosts "$CASSANDRA_CQL" --keyspace "$KEYSPACE" --rows 1000
 
@@ -73,11 +82,12 @@ for run in $RUNS; do
   case $run in
     direct) seed direct "$WORKERS" "$CASSANDRA_CQL";;
     direct-large) seed direct-large "$WORKERS_LARGE" "$CASSANDRA_CQL";;
-    proxy | proxy2-large)
+    proxy | proxy2 | proxy2-large)
       listen=$LISTEN1 workers=$WORKERS
-      if [[ $run == proxy2-large ]]; then
-        listen=$LISTEN1,$LISTEN2 workers=$WORKERS_LARGE
-      fi
+      case $run in
+        proxy2) listen=$LISTEN1,$LISTEN2;;
+        proxy2-large) listen=$LISTEN1,$LISTEN2 workers=$WORKERS_LARGE;;
+      esac
       # shellcheck disable=SC2086 # SEED_PROXY_FLAGS is a list of flags
       start_proxy "$listen" ${SEED_PROXY_FLAGS:-}
       seed "$run" "$workers" "$listen" --proxy-metrics "http://$ADMIN/metrics" --proxy-pid "$proxy_pid"
