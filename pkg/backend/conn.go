@@ -100,6 +100,7 @@ type Conn struct {
 	nc      net.Conn
 	addr    string
 	version byte
+	in      *frame.StampedReader
 	r       *frame.Reader
 	onEvent func(*frame.Buf)
 
@@ -158,11 +159,13 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 	if nc, err = startTLS(ctx, nc, cfg); err != nil {
 		return nil, err
 	}
+	in := frame.NewStampedReader(nc)
 	c := &Conn{
 		nc:      nc,
 		addr:    cfg.Addr,
 		version: cfg.Version,
-		r:       frame.NewReader(nc, cfg.MaxFrame),
+		in:      in,
+		r:       frame.NewReader(in, cfg.MaxFrame),
 		w:       frame.NewWriter(nc),
 		onEvent: cfg.OnEvent,
 		timeout: cfg.RequestTimeout,
@@ -410,6 +413,7 @@ func (c *Conn) Err() error {
 }
 
 func (c *Conn) readLoop() {
+	var last time.Time
 	for {
 		b, err := c.r.ReadFrame()
 		if err != nil {
@@ -423,7 +427,10 @@ func (c *Conn) readLoop() {
 			c.fail(fmt.Errorf("read from %s: %w", c.addr, err))
 			break
 		}
-		c.lastRead.Store(time.Now().UnixNano())
+		if at := c.in.At(); !at.Equal(last) {
+			c.lastRead.Store(at.UnixNano())
+			last = at
+		}
 		stream := frame.Stream(b.B)
 		if stream < 0 {
 			if c.onEvent != nil && frame.Opcode(b.B) == frame.OpEvent {
@@ -441,6 +448,11 @@ func (c *Conn) readLoop() {
 	c.runDeferred()
 	c.failPending()
 }
+
+// ReadAt returns when the socket read that completed the answer being
+// handled returned: the time its bytes arrived, with no clock read per
+// answer. It may only be called from OnResponse.
+func (c *Conn) ReadAt() time.Time { return c.in.At() }
 
 // Defer asks the read loop to call w.Wake once it has handled every answer
 // already read from the socket, before it blocks for more. It may only be

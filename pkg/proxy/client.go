@@ -25,6 +25,7 @@ type client struct {
 	ep  *endpoint
 	nc  net.Conn
 	log *zap.Logger
+	in  *frame.StampedReader // under r: when each burst of requests arrived
 	r   *frame.Reader
 
 	flow    uint64 // the limiter's flow id
@@ -53,12 +54,14 @@ type client struct {
 }
 
 func newClient(p *Proxy, ep *endpoint, nc net.Conn) *client {
+	in := frame.NewStampedReader(nc)
 	c := &client{
 		p:    p,
 		ep:   ep,
 		nc:   nc,
 		log:  p.log.With(zap.String("client", nc.RemoteAddr().String())),
-		r:    frame.NewReader(nc, p.cfg.MaxFrameBytes),
+		in:   in,
+		r:    frame.NewReader(in, p.cfg.MaxFrameBytes),
 		w:    frame.NewWriter(nc),
 		wake: make(chan struct{}, 1),
 		done: make(chan struct{}),

@@ -356,7 +356,7 @@ type attempt struct {
 }
 
 func (a *attempt) OnResponse(conn *backend.Conn, resp *frame.Buf) {
-	now := time.Now()
+	now := conn.ReadAt()
 	d := now.Sub(a.sent)
 	a.permit.Release(outcomeOf(resp.B), d)
 	a.r.c.p.metrics.observeBackend(a.node.ID, a.node.Addr, d)

@@ -196,7 +196,9 @@ func (c *client) forward(req *request) {
 		return
 	}
 	c.inflight.Add(1)
-	req.start = time.Now()
+	// When the request's bytes arrived: the client's wait includes the
+	// time it sat behind the rest of its burst.
+	req.start = c.in.At()
 	req.deadline = req.start.UnixNano() + int64(c.p.cfg.RequestTimeout)
 	c.p.metrics.request(req.op)
 	if req.table == systables.TableNone {
@@ -209,7 +211,7 @@ func (c *client) forward(req *request) {
 		req.permit = p
 		c.armHedge(req)
 	}
-	if conn := req.queue(); conn != nil && !slices.Contains(c.dirty, conn) {
+	if conn := req.queue(req.start); conn != nil && !slices.Contains(c.dirty, conn) {
 		c.dirty = append(c.dirty, conn)
 	}
 }
@@ -235,7 +237,7 @@ func (p *Proxy) class(req *request) int {
 func (r *request) Admitted(p limiter.Permit) {
 	r.permit = p
 	r.c.armHedge(r)
-	if conn := r.queue(); conn != nil {
+	if conn := r.queue(time.Now()); conn != nil {
 		conn.Kick()
 	}
 }
@@ -288,11 +290,11 @@ func (r *request) send(avoid *backend.Node) {
 	}
 }
 
-// queue queues the request on the node its permit names, or on the
-// least-loaded node when it has no permit or that node has no connection
-// in the request's pool.
-func (r *request) queue() *backend.Conn {
-	r.sent = time.Now()
+// queue queues the request, sent now, on the node its permit names, or on
+// the least-loaded node when it has no permit or that node has no
+// connection in the request's pool.
+func (r *request) queue(now time.Time) *backend.Conn {
+	r.sent = now
 	if r.permit != (limiter.Permit{}) {
 		if conn, node := r.pool.OnNodeID(int(r.permit.Node())); conn != nil {
 			r.node = node
@@ -394,7 +396,7 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 	}
 	frame.SetStream(resp.B, r.stream)
 	c.sendFrom(conn, resp)
-	r.finish()
+	r.finishAt(conn.ReadAt())
 }
 
 // resendNotExecuted sends a request again, to another node, when Cassandra
