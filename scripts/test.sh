@@ -39,5 +39,5 @@ go test -race -count=1 -p 1 -timeout 40m ./... "$@"
 # Without -race, what the race detector would distort: the seed experiment shrunk (50,000
 # goroutines through the proxy's queue, at the node's real throughput).
 if [[ $# -eq 0 ]]; then
-  go test -count=1 -timeout 10m -run '^TestSeedExperimentShrunk$' ./cmd/loadgen
+  go test -count=1 -timeout 10m -run '^TestSeedExperiment(Shrunk|TwoAddresses)$' ./cmd/loadgen
 fi

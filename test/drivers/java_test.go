@@ -3,7 +3,6 @@ package drivers
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,7 +62,7 @@ func TestJavaDriver4(t *testing.T) {
 // same port, and runs the command cmd returns for each, which must print
 // "OK rows 102".
 func runJavaProbe(t *testing.T, addrs []string, cmd func(listen []string) []string) {
-	port := freePortOn(t, "127.0.0.1", "127.0.0.2")
+	port := proxytest.FreePortOn(t, "127.0.0.1", "127.0.0.2")
 	for _, listen := range [][]string{
 		{"127.0.0.1:" + port},
 		{"127.0.0.1:" + port, "127.0.0.2:" + port},
@@ -140,35 +139,4 @@ func cassandraLibDir() string {
 	}
 	home, _ := os.UserHomeDir()
 	return filepath.Join(home, ".cache", "cqlgate", "cassandra-5.0.4", "lib")
-}
-
-// freePortOn returns a port that was free on every one of hosts just now.
-func freePortOn(t *testing.T, hosts ...string) string {
-	t.Helper()
-	for range 20 {
-		ln, err := net.Listen("tcp", hosts[0]+":0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, port, _ := net.SplitHostPort(ln.Addr().String())
-		free := true
-		var held []net.Listener
-		for _, h := range hosts[1:] {
-			l, err := net.Listen("tcp", net.JoinHostPort(h, port))
-			if err != nil {
-				free = false
-				break
-			}
-			held = append(held, l)
-		}
-		ln.Close()
-		for _, l := range held {
-			l.Close()
-		}
-		if free {
-			return port
-		}
-	}
-	t.Fatalf("no port free on all of %v", hosts)
-	return ""
 }
