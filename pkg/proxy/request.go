@@ -205,13 +205,17 @@ func (c *client) forward(req *request) {
 		c.route(req)
 		p, ok := c.p.limiter.TryAcquire(req.cands)
 		if !ok {
-			c.p.limiter.AcquireAt(req, c.flow, c.p.class(req), req.cands, time.Unix(0, req.deadline), req.start)
+			// The queue's wait starts now, not when the burst arrived: its
+			// target is about the limiter's queue, not the read loop's.
+			c.p.limiter.AcquireAt(req, c.flow, c.p.class(req), req.cands, time.Unix(0, req.deadline), time.Now())
 			return
 		}
 		req.permit = p
 		c.armHedge(req)
 	}
-	if conn := req.queue(req.start); conn != nil && !slices.Contains(c.dirty, conn) {
+	// Sent now, not when the burst arrived: the backend latency, which the
+	// adaptive limit reads, is Cassandra's, not the read loop's.
+	if conn := req.queue(time.Now()); conn != nil && !slices.Contains(c.dirty, conn) {
 		c.dirty = append(c.dirty, conn)
 	}
 }
