@@ -38,6 +38,10 @@ bench: ## proxied vs direct on one local node: throughput, p50/p99 and proxy CPU
 seed: ## the seed experiment: 50,000 goroutines x 200 SELECTs, gocql defaults, direct and proxied (SEED_WORKERS, SEED_QUERIES)
 	bash scripts/seed.sh
 
+.PHONY: soak
+soak: ## a bounded soak (SOAK_DURATION, default 10m): proxy RSS, goroutines, connections, orphaned streams at the start and the end
+	bash scripts/soak.sh
+
 .PHONY: overload
 overload: ## open loop at 2x, 5x, 10x one node's capacity through the proxy (raw-frame generator): goodput, p99, OVERLOADED latency, bytes per queued request
 	$(GO) test -v -count=1 -run '^$$' -bench '^BenchmarkOverload$$' -benchtime 1x -timeout 20m ./test/integration

@@ -1,6 +1,7 @@
-# bench-lib.sh - what the benchmark scripts (seed.sh, overload.sh) share: cleanup on exit, a local
-# Cassandra node started only if none answers, the binaries, and a proxy started and stopped by
-# pid. Source it after setting PROG, REPO, CASSANDRA_ADDR, CASSANDRA_CQL, CASSANDRA_DIR and ADMIN.
+# bench-lib.sh - what the benchmark scripts (bench.sh, seed.sh, soak.sh, overload.sh) share:
+# cleanup on exit, a local Cassandra node started only if none answers, the binaries, and a proxy
+# started and stopped by pid. Source it after setting PROG, REPO, CASSANDRA_ADDR, CASSANDRA_CQL,
+# CASSANDRA_DIR and ADMIN.
 # shellcheck shell=bash
 
 note() { echo "$PROG: $*" >&2; }
@@ -30,7 +31,9 @@ bench_cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   stop_proxy
-  if [[ $started_cassandra == 1 && ${KEEP_CASSANDRA:-0} != 1 ]]; then
+  if [[ $started_cassandra == 1 && ${KEEP_CASSANDRA:-0} == 1 ]]; then
+    note "leaving Cassandra running on $CASSANDRA_CQL (stop: scripts/cassandra-local.sh stop --dir $CASSANDRA_DIR)"
+  elif [[ $started_cassandra == 1 ]]; then
     note "stopping Cassandra"
     "$REPO/scripts/cassandra-local.sh" stop --dir "$CASSANDRA_DIR" || rc=1
   fi
@@ -43,17 +46,19 @@ trap bench_cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# bench_setup NAME PROXY_BIN: start Cassandra unless something answers on $CASSANDRA_CQL, make
-# $workdir (cqlgate-NAME.XXXXXX) and put the proxy (PROXY_BIN, or built from ./cmd/proxy) and
-# loadgen there.
+# bench_setup NAME PROXY_BIN [START_FLAGS...]: start Cassandra (with scripts/cassandra-local.sh
+# start's START_FLAGS, e.g. --heap 1G) unless something answers on $CASSANDRA_CQL, make $workdir
+# (cqlgate-NAME.XXXXXX) and put the proxy (PROXY_BIN, or built from ./cmd/proxy) and loadgen there.
 bench_setup() {
   local name=$1 bin=$2
+  shift 2
   cd "$REPO" || die "cannot cd to $REPO"
   if port_open "$CASSANDRA_ADDR" 9042; then
     note "Cassandra already answers on $CASSANDRA_CQL; using it (and leaving it running)"
   else
+    # Set before starting: a start that fails half-way must still be cleaned up.
     started_cassandra=1
-    "$REPO/scripts/cassandra-local.sh" start --nodes 1 --addresses "$CASSANDRA_ADDR" --dir "$CASSANDRA_DIR" >&2
+    "$REPO/scripts/cassandra-local.sh" start --nodes 1 --addresses "$CASSANDRA_ADDR" --dir "$CASSANDRA_DIR" "$@" >&2
   fi
   workdir=$(mktemp -d "${TMPDIR:-/tmp}/cqlgate-$name.XXXXXX")
   note "building proxy and loadgen into $workdir"
@@ -89,7 +94,8 @@ bench_main() {
   mkdir -p "$out"
 }
 
-# start_proxy LISTEN[,LISTEN] [FLAGS...]: start cqlgate and wait until it is ready.
+# start_proxy LISTEN[,LISTEN] [FLAGS...]: start cqlgate and wait until it is ready (at most
+# PROXY_READY_TIMEOUT seconds, default 30).
 start_proxy() {
   local listen=$1 first=${1%%,*}
   shift
@@ -99,11 +105,20 @@ start_proxy() {
   "$workdir/proxy" --listen "$listen" --contact-points "$CASSANDRA_CQL" --admin-listen "$ADMIN" \
     --log-level warn "$@" >>"$workdir/proxy.log" 2>&1 &
   proxy_pid=$!
-  local deadline=$((SECONDS + 30))
+  local timeout=${PROXY_READY_TIMEOUT:-30}
+  local deadline=$((SECONDS + timeout))
   until port_open "${first%:*}" "${first##*:}" &&
     curl -fsS -o /dev/null --max-time 2 "http://$ADMIN/readyz" 2>/dev/null; do
-    kill -0 "$proxy_pid" 2>/dev/null || { tail -n 20 "$workdir/proxy.log" >&2; die "the proxy exited"; }
-    ((SECONDS < deadline)) || die "the proxy was not ready within 30 s"
+    kill -0 "$proxy_pid" 2>/dev/null || { proxy_log_tail; die "the proxy exited"; }
+    ((SECONDS < deadline)) || { proxy_log_tail; die "the proxy was not ready within $timeout s"; }
     sleep 0.2
   done
+}
+
+# proxy_log_tail prints the end of the proxy's log, if it wrote one.
+proxy_log_tail() {
+  if [[ -s $workdir/proxy.log ]]; then
+    note "last lines of the proxy log:"
+    tail -n 30 "$workdir/proxy.log" >&2
+  fi
 }

@@ -1,57 +1,48 @@
 #!/usr/bin/env bash
-# soak.sh - a bounded soak run (not part of CI): one local Cassandra node, the proxy, and a
-# mixed closed-loop workload for SOAK_DURATION (default 10m). Prints the proxy's RSS,
-# goroutines, open connections and orphaned streams at the start and at the end, so that a
-# leak shows as growth between the two.
+# soak.sh - a bounded soak run (`make soak`; not part of CI): one local Cassandra node, the proxy,
+# and a mixed closed-loop workload for SOAK_DURATION (default 10m). Prints the proxy's RSS,
+# goroutines, open connections and orphaned streams at the start and at the end, so that a leak
+# shows as growth between the two.
 #
-#   SOAK_DURATION=10m SOAK_WORKERS=256 scripts/soak.sh
+# Run `scripts/soak.sh --help` for usage.
 set -euo pipefail
+
+readonly PROG=${0##*/}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly REPO
-readonly ADDR=${SOAK_CASSANDRA_ADDR:-127.0.10.1}
-readonly DIR=${SOAK_CASSANDRA_DIR:-/tmp/cqlgate-soak}
+
+readonly CASSANDRA_ADDR=${SOAK_CASSANDRA_ADDR:-127.0.10.1}
+readonly CASSANDRA_CQL=$CASSANDRA_ADDR:9042
+readonly CASSANDRA_DIR=${SOAK_CASSANDRA_DIR:-/tmp/cqlgate-soak}
 readonly LISTEN=${SOAK_PROXY_LISTEN:-127.0.0.1:19442}
 readonly ADMIN=${SOAK_PROXY_ADMIN:-127.0.0.1:19480}
 readonly DURATION=${SOAK_DURATION:-10m}
 readonly WORKERS=${SOAK_WORKERS:-256}
 
-note() { echo "soak: $*" >&2; }
-port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+usage() {
+  cat <<EOF_USAGE
+$PROG - a bounded soak run: the proxy under a mixed closed loop, measured at the start and the end
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/cqlgate-soak.XXXXXX")
-proxy_pid=""
-started=0
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  if [[ -n $proxy_pid ]] && kill -0 "$proxy_pid" 2>/dev/null; then
-    kill -TERM "$proxy_pid" 2>/dev/null || true
-    wait "$proxy_pid" 2>/dev/null || true
-  fi
-  if [[ $started == 1 ]]; then
-    "$REPO/scripts/cassandra-local.sh" stop --dir "$DIR" >&2 || rc=1
-  fi
-  rm -rf -- "$work"
-  exit "$rc"
+Usage: $PROG [--help]
+
+Starts Cassandra on $CASSANDRA_CQL (scripts/cassandra-local.sh, dir $CASSANDRA_DIR) unless something
+already answers there, builds ./cmd/proxy and ./cmd/loadgen, starts the proxy on $LISTEN (admin
+$ADMIN), warms up for 20 s and runs "loadgen run --workload mixed" with $WORKERS workers for
+$DURATION. A leak shows as growth between the two snapshots (RSS, goroutines, client connections,
+orphaned streams, queued requests).
+
+Environment: SOAK_DURATION (10m), SOAK_WORKERS (256), SOAK_CASSANDRA_ADDR, SOAK_CASSANDRA_DIR,
+SOAK_PROXY_LISTEN, SOAK_PROXY_ADMIN, KEEP_CASSANDRA=1 (leave a node this script started running).
+EOF_USAGE
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
-cd "$REPO"
-if ! port_open "$ADDR" 9042; then
-  started=1
-  "$REPO/scripts/cassandra-local.sh" start --nodes 1 --addresses "$ADDR" --dir "$DIR" >&2
-fi
-go build -o "$work/cqlgate" ./cmd/proxy
-go build -o "$work/loadgen" ./cmd/loadgen
-"$work/cqlgate" --listen "$LISTEN" --contact-points "$ADDR:9042" --admin-listen "$ADMIN" >"$work/proxy.log" 2>&1 &
-proxy_pid=$!
-for _ in $(seq 150); do
-  curl -fsS -o /dev/null --max-time 1 "http://$ADMIN/readyz" 2>/dev/null && break
-  sleep 0.2
-done
-"$work/loadgen" setup --hosts "$ADDR:9042" >&2
+# shellcheck source=scripts/bench-lib.sh
+source "$REPO/scripts/bench-lib.sh"
+
+bench_main soak "" "" "$@"
+
+"$workdir/loadgen" setup --hosts "$CASSANDRA_CQL" >&2
+start_proxy "$LISTEN"
 
 snapshot() {
   local rss
@@ -64,8 +55,8 @@ snapshot() {
     END {printf "%-6s rss %6.1f MiB  goroutines %5d  client connections %3d  orphaned streams %4d  queued %d\n", label, rss/1024, g, c, o, q}'
 }
 # Warm up, then take the start snapshot with the load still connected.
-"$work/loadgen" run --hosts "$LISTEN" --workers "$WORKERS" --duration 20s --quiet --workload mixed >/dev/null
+"$workdir/loadgen" run --hosts "$LISTEN" --workers "$WORKERS" --duration 20s --quiet --workload mixed >/dev/null
 snapshot start
-"$work/loadgen" run --hosts "$LISTEN" --workers "$WORKERS" --duration "$DURATION" --workload mixed --proxy-pid "$proxy_pid"
+"$workdir/loadgen" run --hosts "$LISTEN" --workers "$WORKERS" --duration "$DURATION" --workload mixed --proxy-pid "$proxy_pid"
 sleep 2
 snapshot end
