@@ -22,7 +22,7 @@ readonly WORKERS=${SEED_WORKERS:-50000}
 readonly QUERIES=${SEED_QUERIES:-200}
 readonly WORKERS_LARGE=${SEED_WORKERS_LARGE:-$((2 * WORKERS))}
 readonly KEYSPACE=${SEED_KEYSPACE:-cqlgate_seed}
-readonly RUNS=${SEED_RUNS:-direct proxy direct-large proxy2-large}
+readonly RUNS=${SEED_RUNS:-direct proxy proxy2 direct-large proxy2-large}
 
 usage() {
   cat <<EOF
@@ -47,8 +47,8 @@ SEED_RUNS (which runs, in order; default "$RUNS"), SEED_PROXY_FLAGS (extra proxy
 SEED_CASSANDRA_ADDR, SEED_CASSANDRA_DIR, SEED_PROXY_LISTEN, SEED_PROXY_LISTEN2, SEED_PROXY_ADMIN,
 SEED_KEYSPACE, SEED_OUT, SEED_PROXY_BIN (a proxy binary to use instead of building ./cmd/proxy),
 KEEP_CASSANDRA=1 (leave a node this script started running), SEED_GOCQL_DIAG=1 (build loadgen with
-scripts/gocql-diag.sh: gocql then logs why it ran out of stream ids; each run's log goes to
-\$SEED_OUT/N-RUN.log).
+scripts/gocql-diag.sh: gocql then logs why it ran out of stream ids). Each run's stderr is kept in
+\$SEED_OUT/N-RUN.log beside its report.
 Needs go, curl and jq. Memory: 100,000 goroutines with gocql take a few GiB.
 EOF
 }
