@@ -22,7 +22,7 @@ type simClient struct {
 
 func (c *simClient) acquire() { c.l.Acquire(c, c.flow, 0, nil, time.Time{}) }
 
-func (c *simClient) Admitted(p Permit) {
+func (c *simClient) Admitted(p Permit, _ time.Time) {
 	c.nodes[p.Node()].send(func(o Outcome, latency time.Duration) {
 		p.Release(o, latency)
 		c.done++

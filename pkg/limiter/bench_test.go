@@ -15,8 +15,8 @@ type benchWaiter struct {
 	ok bool
 }
 
-func (w *benchWaiter) Admitted(p Permit) { w.p, w.ok = p, true }
-func (w *benchWaiter) Rejected(Reason)   { w.ok = false }
+func (w *benchWaiter) Admitted(p Permit, _ time.Time) { w.p, w.ok = p, true }
+func (w *benchWaiter) Rejected(Reason)                { w.ok = false }
 
 func benchLimiter(b *testing.B, cfg Config, nodes int) *Limiter {
 	l, err := New(cfg, nil, nil)
@@ -126,7 +126,7 @@ type ringWaiter struct {
 	p    Permit
 }
 
-func (w *ringWaiter) Admitted(p Permit) { w.p = p; w.held.push(w) }
+func (w *ringWaiter) Admitted(p Permit, _ time.Time) { w.p = p; w.held.push(w) }
 func (w *ringWaiter) Rejected(r Reason) {
 	if r.Kind != Shutdown { // Close at cleanup
 		panic("rejected: " + r.String())

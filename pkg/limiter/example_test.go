@@ -14,7 +14,7 @@ type request struct {
 	permit limiter.Permit
 }
 
-func (r *request) Admitted(p limiter.Permit) {
+func (r *request) Admitted(p limiter.Permit, _ time.Time) {
 	r.permit = p
 	fmt.Printf("%s: send to node %d\n", r.name, p.Node())
 }

@@ -46,7 +46,7 @@ type rec struct {
 	then   func(*rec)
 }
 
-func (r *rec) Admitted(p Permit) {
+func (r *rec) Admitted(p Permit, _ time.Time) {
 	r.calls++
 	if r.calls > 1 {
 		r.t.Errorf("waiter %d answered %d times", r.id, r.calls)

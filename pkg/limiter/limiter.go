@@ -51,9 +51,12 @@ func (realClock) Now() time.Time { return time.Now() }
 // read loop), expired the wait (the Limiter's ticker), reloaded the config
 // or closed the Limiter. No Limiter lock is held during the call, so it may
 // call back into the Limiter (Release a permit it cannot use, Acquire
-// again) but it must not block, and must not call Sweep.
+// again) but it must not block, and must not call Sweep. Admitted's now is
+// when the Limiter admitted the request, by its clock, so that a caller
+// sending the request at once need not read the clock again; it is the zero
+// Time when the Limiter did not read its clock (Acquire, admitted at once).
 type Waiter interface {
-	Admitted(Permit)
+	Admitted(p Permit, now time.Time)
 	Rejected(Reason)
 }
 
@@ -273,7 +276,11 @@ func (l *Limiter) acquire(w Waiter, flow uint64, class int, candidates []NodeID,
 	if l.q.n == 0 {
 		if p, ok := l.admitLocked(candidates); ok {
 			l.mu.Unlock()
-			w.Admitted(p)
+			var at time.Time // Acquire, admitted at once, has not read the clock
+			if now != 0 {
+				at = l.epoch.Add(time.Duration(now))
+			}
+			w.Admitted(p, at)
 			return
 		}
 	}
@@ -451,12 +458,13 @@ type action struct {
 	p      Permit
 	r      Reason
 	waited int64 // ns in the queue, for admissions
+	at     int64 // ns since the epoch when admitted
 }
 
 func (a *action) deliver(l *Limiter) {
 	if a.r.Kind == 0 {
 		l.queueWait.Observe(float64(a.waited) / 1e9)
-		a.w.Admitted(a.p)
+		a.w.Admitted(a.p, l.epoch.Add(time.Duration(a.at)))
 	} else {
 		a.w.Rejected(a.r)
 	}
@@ -519,7 +527,7 @@ func (l *Limiter) stepLocked(now int64) (action, bool) {
 			if q.codel(fi, now, waited, int64(l.cfg.QueueTarget), int64(l.cfg.QueueInterval)) {
 				return l.rejectLocked(ei, Reason{Kind: StandingQueue, Limit: int64(l.cfg.QueueTarget)}), true
 			}
-			a := action{w: e.w, waited: waited}
+			a := action{w: e.w, waited: waited, at: now}
 			if ci == first {
 				c.credit--
 			}

@@ -35,7 +35,7 @@ type stress struct {
 	moves     atomic.Int64
 }
 
-func (w *stressWaiter) Admitted(p Permit) {
+func (w *stressWaiter) Admitted(p Permit, _ time.Time) {
 	st := w.st
 	if w.calls.Add(1) != 1 {
 		st.fail("waiter answered twice")
@@ -198,7 +198,7 @@ func stressTest(t *testing.T, adaptive bool) {
 					if p, ok := l.TryAcquire(cands); ok { // a hedge
 						outstanding <- struct{}{}
 						st.wg.Add(1)
-						(&stressWaiter{st: st, path: 1 + rng.IntN(11), done: done}).Admitted(p)
+						(&stressWaiter{st: st, path: 1 + rng.IntN(11), done: done}).Admitted(p, time.Now())
 					}
 				}
 				var deadline time.Time

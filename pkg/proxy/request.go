@@ -236,12 +236,15 @@ func (p *Proxy) class(req *request) int {
 	return kw.Class[ks]
 }
 
-// Admitted sends a request the limiter let through after queueing it; it
-// may run on any goroutine.
-func (r *request) Admitted(p limiter.Permit) {
+// Admitted sends a request the limiter let through after queueing it, at
+// now; it may run on any goroutine.
+func (r *request) Admitted(p limiter.Permit, now time.Time) {
 	r.permit = p
 	r.c.armHedge(r)
-	if conn := r.queue(time.Now()); conn != nil {
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if conn := r.queue(now); conn != nil {
 		conn.Kick()
 	}
 }
