@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -378,4 +379,133 @@ func backoff(base, max time.Duration, n int) time.Duration {
 	}
 	half := d / 2
 	return half + time.Duration(rand.Int64N(int64(half)+1))
+}
+
+type poolKey struct {
+	version  byte
+	keyspace string
+}
+
+type poolEntry struct {
+	pool  *Pool
+	ready chan struct{}
+	err   error
+}
+
+// Pool returns the pool for version and keyspace, creating and connecting it
+// on first use. Creation returns once one connection is up, or with the
+// first error when every node failed (a *ServerError when Cassandra refused,
+// e.g. USE of a keyspace that does not exist). Failed pools are not kept.
+func (cl *Cluster) Pool(ctx context.Context, version byte, keyspace string) (*Pool, error) {
+	key := poolKey{version, keyspace}
+	cl.mu.Lock()
+	e, ok := cl.pools[key]
+	if ok && e.pool != nil {
+		// Under cl.mu, which closeIdlePools holds too: a pool handed out
+		// is not idle.
+		e.pool.lastUsed.Store(time.Now().UnixNano())
+	}
+	if !ok {
+		e = &poolEntry{ready: make(chan struct{})}
+		cl.pools[key] = e
+		nodes := make([]*Node, 0, len(cl.nodes))
+		for _, n := range cl.nodes {
+			nodes = append(nodes, n)
+		}
+		cl.mu.Unlock()
+		pool, err := cl.newPool(ctx, version, keyspace, nodes)
+		cl.mu.Lock()
+		e.pool, e.err = pool, err
+		if err != nil {
+			delete(cl.pools, key)
+		} else {
+			pool.lastUsed.Store(time.Now().UnixNano())
+		}
+		cl.mu.Unlock()
+		close(e.ready)
+		return e.pool, e.err
+	}
+	cl.mu.Unlock()
+	select {
+	case <-e.ready:
+		return e.pool, e.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (cl *Cluster) newPool(ctx context.Context, version byte, keyspace string, nodes []*Node) (*Pool, error) {
+	p := &Pool{cl: cl, version: version, keyspace: keyspace}
+	empty := []*NodePool{}
+	p.nodes.Store(&empty)
+	results := make(chan error, len(nodes))
+	for _, n := range nodes {
+		p.addNode(n, results)
+	}
+	var firstErr error
+	for range nodes {
+		select {
+		case err := <-results:
+			if err == nil {
+				return p, nil
+			}
+			var se *ServerError
+			if firstErr == nil || errors.As(err, &se) {
+				firstErr = err
+			}
+		case <-ctx.Done():
+			p.close()
+			return nil, ctx.Err()
+		}
+	}
+	p.close()
+	if firstErr == nil {
+		firstErr = errors.New("backend: no nodes known")
+	}
+	return nil, fmt.Errorf("backend: no node accepted a connection (version %d, keyspace %q): %w", version, keyspace, firstErr)
+}
+
+// addNode adds a NodePool for n and starts keeping it connected.
+func (p *Pool) addNode(n *Node, first chan<- error) {
+	np := &NodePool{pool: p, node: n, wake: make(chan struct{}, 1)}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		if first != nil {
+			first <- errors.New("backend: pool closed")
+		}
+		return
+	}
+	next := append(append([]*NodePool{}, *p.nodes.Load()...), np)
+	p.nodes.Store(&next)
+	p.mu.Unlock()
+	go np.maintain(p.cl.ctx, first)
+}
+
+func (p *Pool) removeNode(n *Node) {
+	p.mu.Lock()
+	var next []*NodePool
+	var gone *NodePool
+	for _, np := range *p.nodes.Load() {
+		if np.node == n {
+			gone = np
+			continue
+		}
+		next = append(next, np)
+	}
+	p.nodes.Store(&next)
+	p.mu.Unlock()
+	if gone != nil {
+		gone.close()
+	}
+}
+
+func (p *Pool) close() {
+	p.mu.Lock()
+	p.closed = true
+	nps := *p.nodes.Load()
+	p.mu.Unlock()
+	for _, np := range nps {
+		np.close()
+	}
 }

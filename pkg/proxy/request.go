@@ -6,7 +6,6 @@ package proxy
 // PREPARE bookkeeping, re-prepare) branches off here and is kept short.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -31,10 +30,6 @@ const maxReprepares = 8
 // (after a connection died before writing it, or an answer proving it did
 // not run).
 const maxRetries = 2
-
-// schemaAgreementTimeout is how long a DDL's answer waits for the nodes to
-// agree on the schema: the Java driver's default.
-const schemaAgreementTimeout = 10 * time.Second
 
 // request is one client request on its way through the proxy. It is the
 // backend.Handler for its own answer, so forwarding allocates nothing.
@@ -438,25 +433,6 @@ func (r *request) resendNotExecuted(resp *frame.Buf) bool {
 	return true
 }
 
-// answerAfterSchemaAgreement holds a DDL's answer until every node has the
-// new schema, so the client's next request finds its table on whichever node
-// serves it. On timeout the answer goes out anyway, as drivers do.
-func (r *request) answerAfterSchemaAgreement(resp *frame.Buf) {
-	c := r.c
-	ctx, cancel := context.WithTimeout(c.p.ctx, schemaAgreementTimeout)
-	defer cancel()
-	if v, err := c.p.cluster.WaitSchemaAgreement(ctx); err != nil {
-		c.log.Warn("no schema agreement among Cassandra nodes; answering the DDL anyway", zap.Error(err))
-	} else {
-		// Before the answer: the driver checks agreement right after it,
-		// and the proxy's peers rows must show the new version too.
-		c.p.noteLocal(systables.LocalInfo{SchemaVersion: v})
-	}
-	frame.SetStream(resp.B, r.stream)
-	c.send(resp)
-	r.finish()
-}
-
 // OnTimeout answers the client when Cassandra has not answered within the
 // request timeout. The request stays alive as an orphan until its backend
 // stream is freed (OnResponse or OnFailure then just recycle it).
@@ -573,165 +549,6 @@ func (c *client) protocolError(b *frame.Buf, stream int16, msg string) {
 	b.Release()
 	c.p.metrics.proxyError(frame.ErrCodeProtocol)
 	c.sendError(stream, frame.ErrCodeProtocol, msg)
-}
-
-// register records the events a client wants. Only SCHEMA_CHANGE is ever
-// sent: the proxy's own topology does not change, and node events would
-// name Cassandra nodes the client must not see.
-func (c *client) register(req *request, body []byte) {
-	events, err := frame.ReadStringList(body)
-	if err != nil {
-		c.reject(req, frame.ErrCodeProtocol, "Invalid REGISTER message: "+err.Error())
-		return
-	}
-	for _, e := range events {
-		switch e {
-		case "SCHEMA_CHANGE":
-			c.schemaEvents.Store(true)
-		case "TOPOLOGY_CHANGE", "STATUS_CHANGE":
-		default:
-			c.reject(req, frame.ErrCodeProtocol, "Invalid value '"+e+"' for Event.Type")
-			return
-		}
-	}
-	c.answer(req, frame.AppendReady(nil, c.version, req.stream))
-}
-
-// use switches the client to the pool whose connections have ks as their
-// keyspace, so its unqualified table names resolve as on a direct
-// connection while backend connections stay shared. The USE itself is then
-// forwarded, so the client gets Cassandra's own answer; the switch takes
-// effect when that answer arrives (see OnResponse).
-func (c *client) use(req *request, ks string) {
-	c.flushBackends() // opening a pool may take a while
-	pool, err := c.p.cluster.Pool(c.p.ctx, c.version, ks)
-	if err != nil {
-		var se *backend.ServerError
-		if errors.As(err, &se) {
-			// Cassandra refused the USE (e.g. no such keyspace): relay it.
-			c.answer(req, frame.AppendFrame(nil, c.version, true, 0, req.stream, frame.OpError, se.Body))
-			return
-		}
-		c.log.Warn("cannot open pool for keyspace", zap.String("keyspace", ks), zap.Error(err))
-		c.reject(req, frame.ErrCodeServer, "cqlgate: no Cassandra node available")
-		return
-	}
-	req.pool = pool
-	req.useKeyspace = ks
-	c.forward(req)
-}
-
-// reprepare handles UNPREPARED for a statement prepared through the proxy:
-// it prepares it again on the node that forgot it (after a restart, or
-// because it was prepared elsewhere) and sends the request again, so the
-// client never sees the error. It reports false when the error should go
-// to the client as is.
-func (r *request) reprepare(conn *backend.Conn, resp *frame.Buf) bool {
-	if (r.op != frame.OpExecute && r.op != frame.OpBatch) || r.reprepares >= maxReprepares {
-		return false
-	}
-	if code, _, err := frame.ErrorCode(resultBody(resp.B)); err != nil || code != frame.ErrCodeUnprepared {
-		return false
-	}
-	id, err := frame.UnpreparedID(resultBody(resp.B))
-	if err != nil {
-		return false
-	}
-	st, ok := r.c.p.prep.get(id)
-	if !ok {
-		return false // the driver prepares it again itself
-	}
-	r.reprepares++
-	if r.unprepared != nil {
-		r.unprepared.Release()
-	}
-	r.unprepared = resp
-	// Preparing is a round trip: leave the backend read loop.
-	go r.prepareAndResend(st, r.node)
-	return true
-}
-
-func (r *request) prepareAndResend(st *statement, node *backend.Node) {
-	c := r.c
-	ctx, cancel := context.WithTimeout(c.p.ctx, c.p.cfg.RequestTimeout)
-	defer cancel()
-	if err := c.p.prepareOn(ctx, st, c.version, node); err != nil {
-		c.log.Debug("re-prepare failed", zap.String("node", node.Addr), zap.Error(err))
-		resp := r.unprepared
-		r.unprepared = nil
-		frame.SetStream(resp.B, r.stream)
-		c.send(resp)
-		r.finish()
-		return
-	}
-	c.p.metrics.reprepares.Inc()
-	r.unprepared.Release()
-	r.unprepared = nil
-	if conn := r.pool.OnNode(node); conn != nil && conn.QueueBy(r.buf.B, r, r.deadline) == nil {
-		conn.Flush()
-		return
-	}
-	r.send(nil)
-}
-
-// rewriteSystem turns Cassandra's answer about system.local or
-// system.peers(_v2) into the proxy's own, so drivers see only the proxy. If
-// that fails the client gets an error rather than node addresses.
-func (c *client) rewriteSystem(t systables.Table, resp *frame.Buf) *frame.Buf {
-	body := resultBody(resp.B)
-	var out []byte
-	var err error
-	if t == systables.TableLocal {
-		if info, perr := systables.ParseLocal(c.version, body); perr == nil {
-			c.p.noteLocal(info)
-		}
-		out, err = c.ep.rewriter.RewriteLocal(c.version, body)
-	} else {
-		var info systables.LocalInfo
-		if li := c.p.lastLocal.Load(); li != nil {
-			info = *li
-		}
-		out, err = c.ep.rewriter.RewritePeers(c.version, body, info.SchemaVersion, info.ReleaseVersion)
-	}
-	stream := frame.Stream(resp.B)
-	resp.Release()
-	if err != nil {
-		c.log.Warn("cannot rewrite system table result", zap.Error(err))
-		c.p.metrics.proxyError(frame.ErrCodeServer)
-		f := frame.AppendError(nil, c.version, stream, frame.ErrCodeServer, "cqlgate: cannot rewrite system table result")
-		b := frame.GetBuf(len(f))
-		copy(b.B, f)
-		return b
-	}
-	// Tracing ids, warnings and custom payloads are dropped with the
-	// original body: they described the node, not the proxy.
-	b := frame.GetBuf(frame.HeaderLen + len(out))
-	frame.PutHeader(b.B, frame.Header{Version: c.version, Response: true, Stream: stream, Opcode: frame.OpResult, Length: int32(len(out))})
-	copy(frame.Body(b.B), out)
-	return b
-}
-
-// clearSkipMetadata clears the skip_metadata flag (0x02) of an EXECUTE
-// body in place: <id>[<result_metadata_id> in v5]<consistency><flags>.
-func clearSkipMetadata(version byte, body []byte) {
-	off := 0
-	ids := 1
-	if version >= frame.V5 {
-		ids = 2
-	}
-	for i := 0; i < ids; i++ {
-		if len(body) < off+2 {
-			return
-		}
-		off += 2 + (int(body[off])<<8 | int(body[off+1]))
-	}
-	off += 2 // consistency
-	if version >= frame.V5 {
-		off += 3 // flags are a 4-byte int; the flag is in its last byte
-	}
-	if off < len(body) {
-		body[off] &^= 0x02
-	}
 }
 
 // outcomeOf classifies an answer for the limiter: overload and timeouts

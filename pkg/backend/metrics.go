@@ -1,0 +1,81 @@
+package backend
+
+// The cluster's Prometheus collector: nodes, pools and connections.
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics is a collector that reads pool state at scrape time, so the hot
+// path pays nothing for per-node gauges.
+type metrics struct {
+	cl       *Cluster
+	connects prometheus.Counter
+	replaced prometheus.Counter
+	orphans  prometheus.Gauge
+	conns    *prometheus.Desc
+	inflight *prometheus.Desc
+	up       *prometheus.Desc
+	pools    *prometheus.Desc
+}
+
+func newMetrics(cl *Cluster) *metrics {
+	return &metrics{
+		cl: cl,
+		connects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cqlgate_backend_connects_total",
+			Help: "Backend connections opened (initial and reconnects).",
+		}),
+		replaced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cqlgate_backend_connections_replaced_total",
+			Help: "Backend connections replaced because too many of their stream ids were held by timed-out requests (--max-orphans-per-connection).",
+		}),
+		orphans: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cqlgate_backend_orphaned_streams",
+			Help: "Stream ids of timed-out requests still reserved until Cassandra answers them.",
+		}),
+		conns:    prometheus.NewDesc("cqlgate_backend_connections", "Open backend connections per node (all pools).", []string{"node"}, nil),
+		inflight: prometheus.NewDesc("cqlgate_backend_in_flight_requests", "Requests sent to a node and not yet answered.", []string{"node"}, nil),
+		up:       prometheus.NewDesc("cqlgate_backend_node_up", "1 when the node is believed reachable.", []string{"node"}, nil),
+		pools:    prometheus.NewDesc("cqlgate_backend_pools", "Open connection pools: one per protocol version in use and per keyspace clients USE (see --keyspace-pool-idle-timeout).", nil, nil),
+	}
+}
+
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	m.connects.Describe(ch)
+	m.replaced.Describe(ch)
+	m.orphans.Describe(ch)
+	ch <- m.conns
+	ch <- m.inflight
+	ch <- m.up
+	ch <- m.pools
+}
+
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	m.connects.Collect(ch)
+	m.replaced.Collect(ch)
+	m.orphans.Collect(ch)
+	cl := m.cl
+	conns, inflight := map[*Node]int{}, map[*Node]int{}
+	pools := cl.readyPools()
+	ch <- prometheus.MustNewConstMetric(m.pools, prometheus.GaugeValue, float64(len(pools)))
+	cl.mu.Lock()
+	nodes := make([]*Node, 0, len(cl.nodes))
+	for _, n := range cl.nodes {
+		nodes = append(nodes, n)
+	}
+	cl.mu.Unlock()
+	for _, p := range pools {
+		for _, np := range *p.nodes.Load() {
+			conns[np.node] += np.numConns()
+			inflight[np.node] += np.inFlight()
+		}
+	}
+	for _, n := range nodes {
+		up := 0.0
+		if n.Up() {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(m.conns, prometheus.GaugeValue, float64(conns[n]), n.Addr)
+		ch <- prometheus.MustNewConstMetric(m.inflight, prometheus.GaugeValue, float64(inflight[n]), n.Addr)
+		ch <- prometheus.MustNewConstMetric(m.up, prometheus.GaugeValue, up, n.Addr)
+	}
+}

@@ -1,0 +1,210 @@
+package backend
+
+// Upkeep: the once-a-second loop of heartbeats, request expiry and the
+// closing of idle keyspace pools.
+
+import (
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cqlgate/cqlgate/pkg/frame"
+)
+
+// upkeep refreshes the topology when asked (debounced), reconnects the
+// control connection, and sends heartbeats on idle connections.
+func (cl *Cluster) upkeep() {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-cl.ctx.Done():
+			return
+		case <-cl.refresh:
+			// Events come in bursts when a node restarts; one refresh
+			// after the burst is enough.
+			select {
+			case <-cl.ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			cl.refreshTopology()
+		case now := <-tick.C:
+			cl.heartbeat(now)
+			cl.expire(now)
+			cl.closeIdlePools(now)
+		}
+	}
+}
+
+// heartbeat sends OPTIONS on connections that have read nothing for a
+// heartbeat interval and closes those whose previous heartbeat went
+// unanswered for as long, so a silently dead node is noticed even while
+// requests are pending on it.
+func (cl *Cluster) heartbeat(now time.Time) {
+	if cl.cfg.HeartbeatInterval < 0 {
+		return
+	}
+	conns := cl.poolConns()
+	cl.mu.Lock()
+	if cl.control != nil {
+		conns = append(conns, cl.control)
+	}
+	cl.mu.Unlock()
+	for _, c := range conns {
+		idle := c.idleFor(now)
+		if idle < cl.cfg.HeartbeatInterval {
+			continue
+		}
+		if idle >= 2*cl.cfg.HeartbeatInterval && c.heartbeatPending.Load() {
+			cl.log.Warn("heartbeat unanswered, closing connection", zap.String("node", c.Addr()), zap.Duration("idle", idle))
+			c.fail(fmt.Errorf("heartbeat: no answer from %s for %s", c.Addr(), idle.Round(time.Millisecond)))
+			continue
+		}
+		if c.heartbeatPending.CompareAndSwap(false, true) {
+			hb := frame.GetBuf(0)
+			hb.B = frame.AppendOptions(hb.B[:0], c.Version(), 0)
+			if err := c.Send(hb.B, heartbeatHandler{hb}); err != nil {
+				hb.Release()
+				c.heartbeatPending.Store(false)
+			}
+		}
+	}
+}
+
+// closeIdlePools closes the keyspace pools idle for PoolIdleTimeout: an
+// application that USEs many keyspaces over time (one per tenant, say) would
+// otherwise keep connections to every node for each of them for good.
+func (cl *Cluster) closeIdlePools(now time.Time) {
+	if cl.cfg.PoolIdleTimeout <= 0 {
+		return
+	}
+	since := now.Add(-cl.cfg.PoolIdleTimeout)
+	var idle []*Pool
+	cl.mu.Lock()
+	for key, e := range cl.pools {
+		if key.keyspace == "" || e.pool == nil || !e.pool.idleSince(since) {
+			continue
+		}
+		delete(cl.pools, key)
+		idle = append(idle, e.pool)
+	}
+	cl.mu.Unlock()
+	for _, p := range idle {
+		cl.log.Info("closing an idle keyspace pool", zap.String("keyspace", p.keyspace),
+			zap.Uint8("protocol_version", p.version), zap.Duration("idle_timeout", cl.cfg.PoolIdleTimeout))
+		p.close()
+	}
+}
+
+// expire enforces the request timeout on every pool connection, and
+// replaces connections whose stream ids go to orphans: such a connection
+// leaves its pool at once (a new one is dialled in its place) and is closed
+// once nothing but orphans is left on it, so no live request is failed.
+func (cl *Cluster) expire(now time.Time) {
+	if cl.cfg.RequestTimeout <= 0 {
+		return
+	}
+	orphans := 0
+	for _, np := range cl.nodePools() {
+		cs := np.conns.Load()
+		if cs == nil {
+			continue
+		}
+		for _, c := range *cs {
+			n := c.ExpireRequests(now)
+			orphans += n
+			if n > cl.cfg.MaxOrphans {
+				cl.log.Warn("replacing a connection with too many orphaned streams",
+					zap.String("node", c.Addr()), zap.Int("orphans", n), zap.Int("max", cl.cfg.MaxOrphans))
+				np.remove(c)
+				np.kick()
+				cl.metrics.replaced.Inc()
+				cl.mu.Lock()
+				cl.retiring = append(cl.retiring, c)
+				cl.mu.Unlock()
+			}
+		}
+	}
+	cl.mu.Lock()
+	retiring := cl.retiring[:0]
+	for _, c := range cl.retiring {
+		orphans += c.ExpireRequests(now)
+		if c.Err() != nil || c.liveRequests() == 0 {
+			c.Close()
+			continue
+		}
+		retiring = append(retiring, c)
+	}
+	clear(cl.retiring[len(retiring):])
+	cl.retiring = retiring
+	cl.mu.Unlock()
+	cl.metrics.orphans.Set(float64(orphans))
+}
+
+// nodePools returns every NodePool of every ready pool.
+func (cl *Cluster) nodePools() []*NodePool {
+	var nps []*NodePool
+	for _, p := range cl.readyPools() {
+		nps = append(nps, *p.nodes.Load()...)
+	}
+	return nps
+}
+
+// poolConns returns every open pool connection.
+func (cl *Cluster) poolConns() []*Conn {
+	var conns []*Conn
+	for _, p := range cl.readyPools() {
+		for _, np := range *p.nodes.Load() {
+			if cs := np.conns.Load(); cs != nil {
+				conns = append(conns, *cs...)
+			}
+		}
+	}
+	return conns
+}
+
+// connected reports whether any pool has an open connection to n.
+func (cl *Cluster) connected(n *Node) bool {
+	for _, p := range cl.readyPools() {
+		for _, np := range *p.nodes.Load() {
+			if np.node == n && np.numConns() > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readyPools returns the pools that finished connecting.
+func (cl *Cluster) readyPools() []*Pool {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	var pools []*Pool
+	for _, e := range cl.pools {
+		select {
+		case <-e.ready:
+			if e.pool != nil {
+				pools = append(pools, e.pool)
+			}
+		default:
+		}
+	}
+	return pools
+}
+
+type heartbeatHandler struct{ req *frame.Buf }
+
+func (h heartbeatHandler) OnTimeout(*Conn) {}
+
+func (h heartbeatHandler) OnResponse(c *Conn, resp *frame.Buf) {
+	resp.Release()
+	h.req.Release()
+	c.heartbeatPending.Store(false)
+}
+
+func (h heartbeatHandler) OnFailure(c *Conn, _ error, _ bool) {
+	h.req.Release()
+	c.heartbeatPending.Store(false)
+}
