@@ -142,6 +142,21 @@ func ExecuteID(body []byte) ([]byte, error) {
 	return id, nil
 }
 
+// ExecuteResultMetadataID returns the result metadata id of a v5 EXECUTE
+// body (<id><result_metadata_id>...): the shape of the rows the client
+// expects, as Cassandra's PREPARED answer gave it.
+func ExecuteResultMetadataID(body []byte) ([]byte, error) {
+	_, rest, ok := readShortBytes(body)
+	if !ok {
+		return nil, short("EXECUTE statement id")
+	}
+	id, _, ok := readShortBytes(rest)
+	if !ok {
+		return nil, short("EXECUTE result metadata id")
+	}
+	return id, nil
+}
+
 // ErrorCode returns the code and message of an ERROR body.
 func ErrorCode(body []byte) (code int32, msg string, err error) {
 	code, rest, ok := readInt(body)

@@ -1,7 +1,9 @@
 package frame
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 )
 
 // CQL type option ids (spec section 4.2.5.2), as found in PreparedMeta.VarTypes.
@@ -39,6 +41,7 @@ const (
 	metaGlobalTableSpec = 0x0001
 	metaHasMorePages    = 0x0002
 	metaNoMetadata      = 0x0004
+	metaChanged         = 0x0008 // v5: a new result metadata id follows
 )
 
 // maxTypeDepth bounds the nesting of type options (list<map<int, tuple<...>>>),
@@ -67,12 +70,21 @@ type PreparedMeta struct {
 	// option id (TypeInt, TypeCounter, TypeList, ...).
 	VarNames []string
 	VarTypes []uint16
+	// Shape is a hash of the bind variables' and the result columns'
+	// specs (keyspace, table, name and type of each). Two answers for one
+	// statement id differ in Shape when a client that kept the first would
+	// bind or decode by the second wrongly: after ALTER TABLE ADD, say, the
+	// id stays the same (Cassandra derives it from keyspace and text) but
+	// the columns of SELECT * do not. It is the same for v4 and v5; v3
+	// encodes a few newer types (date, time, smallint, tinyint) as custom
+	// types, so its Shape can differ from theirs for the same statement.
+	Shape uint64
 }
 
 // ParsePrepared decodes a RESULT Prepared body (kind included) of the given
 // protocol version. A body of another RESULT kind gets an error wrapping
-// ErrWrongKind. The result metadata that follows the bind variables is not
-// read.
+// ErrWrongKind. Of the result metadata that follows the bind variables only
+// the Shape is taken.
 func ParsePrepared(version byte, body []byte) (*PreparedMeta, error) {
 	version &^= ResponseBit
 	rest, err := resultOfKind(body, ResultPrepared, "Prepared")
@@ -119,6 +131,7 @@ func ParsePrepared(version byte, body []byte) (*PreparedMeta, error) {
 			return m, nil
 		}
 	}
+	varSpecs := rest
 	global := flags&metaGlobalTableSpec != 0
 	if global {
 		var ks, table []byte
@@ -159,7 +172,53 @@ func ParsePrepared(version byte, body []byte) (*PreparedMeta, error) {
 		m.VarNames = append(m.VarNames, string(name))
 		m.VarTypes = append(m.VarTypes, typ)
 	}
+	shape, err := resultShape(flags, count, varSpecs[:len(varSpecs)-len(rest)], rest)
+	if err != nil {
+		return nil, err
+	}
+	m.Shape = shape
 	return m, nil
+}
+
+// resultShape hashes the bind variables' specs (varSpecs, with their flags
+// and count) and the result metadata that follows them (result), leaving
+// out what varies by protocol version or by answer: partition-key indexes,
+// the v5 result metadata id, paging state.
+func resultShape(varFlags, varCount int32, varSpecs, result []byte) (uint64, error) {
+	flags, rest, ok := readInt(result)
+	if !ok {
+		return 0, short("RESULT Prepared result metadata flags")
+	}
+	count, rest, ok := readInt(rest)
+	if !ok {
+		return 0, short("RESULT Prepared result column count")
+	}
+	if flags&metaHasMorePages != 0 {
+		var err error
+		if _, _, rest, err = readValue(rest); err != nil {
+			return 0, fmt.Errorf("RESULT Prepared result paging state: %w", err)
+		}
+	}
+	if flags&metaChanged != 0 {
+		if _, rest, ok = readShortBytes(rest); !ok {
+			return 0, short("RESULT Prepared result metadata id")
+		}
+	}
+	h := fnv.New64a()
+	var n [4]byte
+	put := func(v int32) {
+		binary.BigEndian.PutUint32(n[:], uint32(v))
+		_, _ = h.Write(n[:])
+	}
+	put(varFlags & metaGlobalTableSpec)
+	put(varCount)
+	_, _ = h.Write(varSpecs)
+	put(flags & (metaGlobalTableSpec | metaNoMetadata))
+	put(count)
+	if flags&metaNoMetadata == 0 {
+		_, _ = h.Write(rest)
+	}
+	return h.Sum64(), nil
 }
 
 // readPKIndexes reads <pk_count><pk_index_1>...<pk_index_n> (v4+).

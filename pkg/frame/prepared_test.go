@@ -198,3 +198,63 @@ func TestParsePreparedErrors(t *testing.T) {
 		t.Errorf("deeply nested type: error %v; want ErrMalformedBody", err)
 	}
 }
+
+// TestPreparedShape: the Shape of a PREPARED answer changes with the
+// statement's result columns and bind variables, and with nothing else
+// (its ids, its version among v4 and v5, its partition-key indexes).
+func TestPreparedShape(t *testing.T) {
+	col := func(name string, typ dsdatatype.DataType) *message.ColumnMetadata {
+		return &message.ColumnMetadata{Keyspace: "ks", Table: "t", Name: name, Type: typ}
+	}
+	vars := []*message.ColumnMetadata{col("k", dsdatatype.Int)}
+	before := []*message.ColumnMetadata{col("k", dsdatatype.Int), col("name", dsdatatype.Varchar), col("zbal", dsdatatype.Bigint)}
+	// ALTER TABLE t ADD age int: "age" sorts between the others.
+	after := []*message.ColumnMetadata{col("k", dsdatatype.Int), col("age", dsdatatype.Int), col("name", dsdatatype.Varchar), col("zbal", dsdatatype.Bigint)}
+	retyped := []*message.ColumnMetadata{col("k", dsdatatype.Int), col("name", dsdatatype.Varchar), col("zbal", dsdatatype.Timestamp)}
+	shape := func(v byte, id []byte, vars, result []*message.ColumnMetadata) uint64 {
+		t.Helper()
+		m := &message.PreparedResult{
+			PreparedQueryId:   id,
+			ResultMetadataId:  []byte("result-metadata-id"),
+			VariablesMetadata: &message.VariablesMetadata{Columns: vars, PkIndices: []uint16{0}},
+			ResultMetadata:    &message.RowsMetadata{ColumnCount: int32(len(result)), Columns: result},
+		}
+		if v < V5 {
+			m.ResultMetadataId = nil
+		}
+		meta, err := ParsePrepared(v, routingLibBody(t, v, m))
+		if err != nil {
+			t.Fatalf("ParsePrepared v%d: %v", v, err)
+		}
+		return meta.Shape
+	}
+	base := shape(V4, []byte("id1"), vars, before)
+	for _, tc := range []struct {
+		name string
+		got  uint64
+		same bool
+	}{
+		{"v5", shape(V5, []byte("id1"), vars, before), true},
+		{"another id", shape(V4, []byte("id2"), vars, before), true},
+		{"column added", shape(V4, []byte("id1"), vars, after), false},
+		{"column dropped", shape(V4, []byte("id1"), vars, before[:2]), false},
+		{"type changed", shape(V4, []byte("id1"), vars, retyped), false},
+		{"variable type changed", shape(V4, []byte("id1"), []*message.ColumnMetadata{col("k", dsdatatype.Bigint)}, before), false},
+		{"no result columns", shape(V4, []byte("id1"), vars, nil), false},
+	} {
+		if (tc.got == base) != tc.same {
+			t.Errorf("%s: shape %x, before %x; want same=%v", tc.name, tc.got, base, tc.same)
+		}
+	}
+}
+
+func TestExecuteResultMetadataID(t *testing.T) {
+	body := []byte{0, 2, 'i', 'd', 0, 3, 'r', 'm', 'd', 0, 1}
+	id, err := ExecuteResultMetadataID(body)
+	if err != nil || string(id) != "rmd" {
+		t.Errorf("got %q, %v; want rmd", id, err)
+	}
+	if _, err := ExecuteResultMetadataID(body[:5]); !errors.Is(err, ErrShortBody) {
+		t.Errorf("truncated: got %v; want ErrShortBody", err)
+	}
+}

@@ -21,6 +21,7 @@ type metrics struct {
 	proxyErrors      *prometheus.CounterVec
 	byCode           map[int32]prometheus.Counter
 	reprepares       prometheus.Counter
+	reshaped         prometheus.Counter
 	retries          prometheus.Counter
 	timeouts         prometheus.Counter
 	rejected         prometheus.Counter
@@ -57,6 +58,10 @@ func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
 		reprepares: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cqlgate_reprepares_total",
 			Help: "Statements prepared again on a node that answered UNPREPARED, hidden from the client.",
+		}),
+		reshaped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cqlgate_unprepared_relayed_total",
+			Help: "UNPREPARED answers relayed to the client because the statement's columns changed since it was prepared (ALTER TABLE, DROP and CREATE): its driver prepares it again and learns the new columns, as on a direct connection.",
 		}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cqlgate_retries_total",
@@ -104,7 +109,7 @@ func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
 		Name: "cqlgate_prepared_statements",
 		Help: "Prepared statements the proxy remembers for re-preparing.",
 	}, func() float64 { return float64(p.prep.len()) })
-	reg.MustRegister(m.clientConns, m.clientConnsTotal, m.requestDuration, m.proxyErrors, m.reprepares, m.retries, m.timeouts, m.rejected, m.rejectLatency, m.connsRejected, m.slowClients, m.backendLatencyVec, reqs, prepared)
+	reg.MustRegister(m.clientConns, m.clientConnsTotal, m.requestDuration, m.proxyErrors, m.reprepares, m.reshaped, m.retries, m.timeouts, m.rejected, m.rejectLatency, m.connsRejected, m.slowClients, m.backendLatencyVec, reqs, prepared)
 	for _, r := range []string{"max_connections", "draining"} {
 		m.connsRejected.WithLabelValues(r)
 	}

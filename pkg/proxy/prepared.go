@@ -27,6 +27,39 @@ type statement struct {
 	write        bool     // INSERT, UPDATE or DELETE
 	ownTimestamp bool     // USING TIMESTAMP: a client timestamp is ignored
 	hedge        *stmtHedge
+
+	// shape is the PreparedMeta.Shape of the PREPARED answer the proxy
+	// last saw (0: unknown); reshaped is set once two answers for this id
+	// differed. See mayHideUnprepared.
+	shape    uint64
+	reshaped bool
+}
+
+// mayHideUnprepared reports whether the proxy may answer a node's
+// UNPREPARED for st by preparing it again and re-sending the request, given
+// the shape the node now gives it. That is safe only if the client's
+// driver holds the same bind and result metadata as the node will use: a
+// driver that set skip_metadata decodes the rows with the columns it
+// learnt at PREPARE time, so rows of another shape are silently misread
+// (after ALTER TABLE ADD, a new column's bytes taken for another's).
+//
+// In v3 and v4 the proxy cannot see which metadata a client holds, only
+// every PREPARED answer that passed through it: as long as they all had one
+// shape, every client holds it. Once a statement was seen in two shapes, a
+// client may hold either, so UNPREPARED goes to the client from then on,
+// as on a direct connection, and the driver prepares again and learns the
+// new shape. v5 EXECUTEs carry the client's result metadata id, which is
+// checked too (v5EXECUTE's id must match the node's new one).
+func (st *statement) mayHideUnprepared(shape uint64) bool {
+	return !st.reshaped && st.shape != 0 && st.shape == shape
+}
+
+// reshape returns a copy of st that has seen the shape given.
+func (st *statement) reshape(shape uint64) *statement {
+	next := *st
+	next.reshaped = st.reshaped || (st.shape != 0 && shape != st.shape)
+	next.shape = shape
+	return &next
 }
 
 // preparedCache maps prepared ids to statements. It is bounded: an evicted
@@ -53,14 +86,28 @@ func (pc *preparedCache) len() int                         { return pc.lru.Len()
 // prepare-on-all-nodes), so the first EXECUTE elsewhere needs no extra
 // round trip.
 //
-// body is Cassandra's RESULT Prepared (may be nil), for routing metadata.
-// A statement first prepared on v3, whose answer lacks the partition-key
-// indexes, is learnt again when a newer client prepares it.
+// body is Cassandra's RESULT Prepared (may be nil), for routing metadata
+// and the statement's shape. A statement first prepared on v3, whose
+// answer lacks the partition-key indexes, is learnt again when a newer
+// client prepares it; one whose shape changed (ALTER TABLE, DROP and
+// CREATE) is learnt again and remembered as reshaped.
 func (p *Proxy) remember(id []byte, query, keyspace string, version byte, node *backend.Node, body []byte) {
-	if old, ok := p.prep.get(id); ok && (old.pk != nil || version < frame.V4) {
+	meta, err := frame.ParsePrepared(version, body)
+	if err != nil {
+		meta = nil
+	}
+	var shape uint64
+	if meta != nil {
+		shape = meta.Shape
+	}
+	old, known := p.prep.get(id)
+	if known && old.shape == shape && (old.pk != nil || version < frame.V4) {
 		return
 	}
-	st := p.newStatement(id, version, query, keyspace, body)
+	st := p.newStatement(id, query, keyspace, meta)
+	if known {
+		st.reshaped = old.reshape(shape).reshaped
+	}
 	p.prep.add(id, st)
 	go func() {
 		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.RequestTimeout)
@@ -99,22 +146,27 @@ func (p *Proxy) rememberSystemStatement(id []byte, t systables.Table) {
 	p.systemStatements.Store(&next)
 }
 
-// prepareOn prepares st on node and waits for the answer.
-func (p *Proxy) prepareOn(ctx context.Context, st *statement, version byte, node *backend.Node) error {
+// prepareOn prepares st on node, waits for the answer and returns what it
+// says of the statement.
+func (p *Proxy) prepareOn(ctx context.Context, st *statement, version byte, node *backend.Node) (*frame.PreparedMeta, error) {
 	pool, err := p.cluster.Pool(ctx, version, prepareKeyspacePool(version, st.keyspace))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	conn := pool.OnNode(node)
 	if conn == nil {
-		return fmt.Errorf("no connection to %s", node.Addr)
+		return nil, fmt.Errorf("no connection to %s", node.Addr)
 	}
 	resp, err := conn.Request(ctx, appendPrepare(nil, version, st))
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("prepare on %s: %w", node.Addr, err)
 	}
-	resp.Release()
-	return nil
+	defer resp.Release()
+	meta, err := frame.ParsePrepared(version, resultBody(resp.B))
+	if err != nil {
+		return nil, fmt.Errorf("prepare on %s: %w", node.Addr, err)
+	}
+	return meta, nil
 }
 
 // prepareKeyspacePool names the pool to prepare in: v5 carries the keyspace

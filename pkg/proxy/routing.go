@@ -18,16 +18,16 @@ const maxReplicas = 8
 
 // newStatement builds what the proxy keeps about a prepared statement from
 // its text, the keyspace it was prepared in, and Cassandra's PREPARED
-// answer (body, may be nil). It runs once per statement.
-func (p *Proxy) newStatement(id []byte, version byte, query, keyspace string, body []byte) *statement {
+// answer (meta, nil if it could not be read). It runs when a statement is
+// first prepared and again when its PREPARED answer changes.
+func (p *Proxy) newStatement(id []byte, query, keyspace string, meta *frame.PreparedMeta) *statement {
 	st := &statement{query: query, keyspace: keyspace}
 	var types []uint16
-	if body != nil {
-		if meta, err := frame.ParsePrepared(version, body); err == nil {
-			st.pk = meta.PKIndexes
-			st.routeKS = meta.Keyspace
-			types = meta.VarTypes
-		}
+	if meta != nil {
+		st.pk = meta.PKIndexes
+		st.routeKS = meta.Keyspace
+		st.shape = meta.Shape
+		types = meta.VarTypes
 	}
 	cs := p.classifier.Classify(query, keyspace, types)
 	// A list overwrite run twice with one timestamp stores the list twice
