@@ -45,6 +45,7 @@ type hedging struct {
 // Reasons a request is not hedged, as metric labels.
 const (
 	skipBudget        = "budget"
+	skipDeadline      = "deadline"
 	skipPaused        = "paused"
 	skipNoPermit      = "no_permit"
 	skipNoReplica     = "no_replica"
@@ -89,10 +90,10 @@ func newHedging(cfg config.Config, reg prometheus.Registerer) (*hedging, error) 
 	})
 	skipped := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cqlgate_speculative_skipped_total",
-		Help: "Requests not hedged, by reason: not_idempotent (EXECUTE of a statement that may not run twice), warming_up (too few latency samples yet), budget (--speculative-budget spent), paused (the limiter is rejecting), no_permit (no free limiter slot on another replica), no_replica (no other replica connected).",
+		Help: "Requests not hedged, by reason: not_idempotent (EXECUTE of a statement that may not run twice), warming_up (too few latency samples yet), budget (--speculative-budget spent), deadline (the timer fired past the request's deadline), paused (the limiter is rejecting), no_permit (no free limiter slot on another replica), no_replica (no other replica connected).",
 	}, []string{"reason"})
 	h.skipped = map[string]prometheus.Counter{}
-	for _, r := range []string{skipBudget, skipPaused, skipNoPermit, skipNoReplica, skipNotIdempotent, skipWarmingUp} {
+	for _, r := range []string{skipBudget, skipDeadline, skipPaused, skipNoPermit, skipNoReplica, skipNotIdempotent, skipWarmingUp} {
 		h.skipped[r] = skipped.WithLabelValues(r)
 	}
 	// Delay per class (keyspace.table), samples, budget and timers.
@@ -189,6 +190,7 @@ type hedgeState struct {
 	cands       [maxReplicas]limiter.NodeID
 
 	replied     atomic.Bool  // the client has its answer
+	timedOut    atomic.Bool  // the deadline passed with attempts in flight
 	outstanding atomic.Int32 // attempts in flight, the primary included
 	primaryNode atomic.Int32 // node id the primary went to; -1 before
 }
@@ -226,6 +228,7 @@ func (c *client) armHedge(req *request) {
 	hs.token = h.tokens.Add(1)
 	hs.primaryDone, hs.hedges, hs.held = false, 0, nil
 	hs.replied.Store(false)
+	hs.timedOut.Store(false)
 	hs.outstanding.Store(1)
 	hs.primaryNode.Store(-1)
 	req.armed = h.sched.Arm(&hs.timer, now.Add(d), req, hs.token)
@@ -265,6 +268,8 @@ func (r *request) Hedge(token uint64) {
 	var node *backend.Node
 	others := r.otherReplicas()
 	switch {
+	case now.UnixNano() >= r.deadline:
+		reason = skipDeadline // the client has, or is about to get, its timeout
 	case others == nil:
 		reason = skipNoReplica
 	case h.budget.Paused(now):
@@ -358,7 +363,7 @@ type attempt struct {
 func (a *attempt) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 	now := conn.ReadAt()
 	d := now.Sub(a.sent)
-	a.permit.Release(outcomeOf(resp.B), d)
+	a.permit.Release(a.r.hs.outcome(resp.B), d)
 	a.r.c.p.metrics.observeBackend(a.node.ID, a.node.Addr, d)
 	a.r.recordLatency(resp.B, a.node.ID, d, now)
 	a.buf.Release()
@@ -384,12 +389,14 @@ func (r *request) recordLatency(resp []byte, id int, d time.Duration, now time.T
 	}
 }
 
-// primaryAnswered is called by the primary attempt's OnResponse and
-// OnFailure (resp nil) when its timer may have fired. It reports false
-// when no hedge was sent: the caller then goes on as for any request.
+// primaryAnswered ends the primary attempt of an armed request: it is
+// called by OnResponse, OnFailure (resp nil) and failAt (conn nil, resp the
+// proxy's own error). It reports false when no hedge was sent: the caller
+// then goes on as for any request, and the request is no longer armed.
 func (r *request) primaryAnswered(conn *backend.Conn, resp *frame.Buf) bool {
 	hs := r.hs
 	if r.c.p.hedging.sched.Disarm(&hs.timer) {
+		r.armed = false
 		return false
 	}
 	// The timer fired: the scheduler may still call Hedge on this request,
@@ -407,16 +414,22 @@ func (r *request) primaryAnswered(conn *backend.Conn, resp *frame.Buf) bool {
 			r.finish()
 			return true
 		}
+		// Hedge saw primaryDone, or will: nothing else will answer.
+		r.armed = false
 		return false
 	}
 	// Release the primary's own permit now, with its own latency; the
 	// request lives on until every hedge has answered.
 	if !r.sent.IsZero() {
-		d := time.Since(r.sent)
+		now := time.Now()
+		d := now.Sub(r.sent)
 		o := limiter.Failure
-		if resp != nil {
-			o = outcomeOf(resp.B)
+		if conn != nil && resp != nil {
+			o = hs.outcome(resp.B)
 			r.c.p.metrics.observeBackend(r.node.ID, r.node.Addr, d)
+			// Hedged or not, its latency belongs in the delay's
+			// percentile: leaving slow primaries out drifts it low.
+			r.recordLatency(resp.B, r.node.ID, d, now)
 		}
 		r.permit.Release(o, d)
 		r.permit = limiter.Permit{}
@@ -484,9 +497,20 @@ func (r *request) settle(conn *backend.Conn, resp *frame.Buf, from *attempt) {
 	r.finish()
 }
 
+// outcome is what an attempt's answer tells the limiter: a success that
+// came after the request's deadline was no success for the client, and says
+// the node was too slow.
+func (hs *hedgeState) outcome(resp []byte) limiter.Outcome {
+	if hs.timedOut.Load() {
+		return limiter.Timeout
+	}
+	return outcomeOf(resp)
+}
+
 // hedgedTimeout answers the client at the deadline of a hedged request;
 // its attempts stay in flight as orphans until they end.
 func (r *request) hedgedTimeout() {
+	r.hs.timedOut.Store(true)
 	if r.hs.replied.CompareAndSwap(false, true) {
 		r.c.p.metrics.timeouts.Inc()
 		r.c.p.metrics.proxyError(frame.ErrCodeServer)

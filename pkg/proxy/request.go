@@ -322,7 +322,7 @@ func (r *request) queueAvoiding(avoid *backend.Node) *backend.Conn {
 			conn, np = r.pool.Pick(nil)
 		}
 		if conn == nil {
-			r.fail(frame.ErrCodeServer, "cqlgate: no Cassandra node is available")
+			r.failUnsent(frame.ErrCodeServer, "cqlgate: no Cassandra node is available")
 			return nil
 		}
 		r.node = np.Node()
@@ -338,13 +338,22 @@ func (r *request) queueAvoiding(avoid *backend.Node) *backend.Conn {
 			return conn
 		}
 		if errors.Is(err, backend.ErrNoStreams) && attempt == 2 {
-			r.fail(frame.ErrCodeOverloaded, "cqlgate: every stream id of every Cassandra connection is in use")
+			r.failUnsent(frame.ErrCodeOverloaded, "cqlgate: every stream id of every Cassandra connection is in use")
 			return nil
 		}
 		avoid = r.node
 	}
-	r.fail(frame.ErrCodeServer, "cqlgate: no Cassandra connection accepted the request")
+	r.failUnsent(frame.ErrCodeServer, "cqlgate: no Cassandra connection accepted the request")
 	return nil
+}
+
+// failUnsent answers a request that no connection took with an error. It
+// never reached Cassandra this time, so its latency says nothing of a node:
+// the limiter gets it back as Dropped, not as a fast success.
+func (r *request) failUnsent(code int32, msg string) {
+	r.sent = time.Time{}
+	r.outcome = limiter.Dropped
+	r.fail(code, msg)
 }
 
 // OnResponse routes Cassandra's answer back to the client's stream. It runs
@@ -439,14 +448,20 @@ func (r *request) resendNotExecuted(resp *frame.Buf) bool {
 func (r *request) OnTimeout(*backend.Conn) {
 	if r.armed {
 		hs := r.hs
+		// Decided under hs.mu, where Hedge decides to send: either a hedge
+		// is out and hedgedTimeout answers once for every attempt, or none
+		// will be sent and the answer is this one.
 		hs.mu.Lock()
 		hedged := hs.hedges > 0
+		answered := !hedged && !hs.replied.CompareAndSwap(false, true)
 		hs.mu.Unlock()
 		if hedged {
 			r.hedgedTimeout()
 			return
 		}
-		hs.replied.Store(true) // no hedge now
+		if answered {
+			return
+		}
 	}
 	r.timedOut = true
 	r.c.p.metrics.timeouts.Inc()
@@ -488,8 +503,19 @@ func (r *request) OnFailure(conn *backend.Conn, err error, sent bool) {
 // fail answers the client with an error the proxy generated.
 func (r *request) fail(code int32, msg string) { r.failAt(code, msg, time.Now()) }
 
-// failAt is fail for a caller that has read the clock already.
+// failAt is fail for a caller that has read the clock already. A request
+// whose hedge timer is armed ends its primary attempt first: if a hedge is
+// out, the error waits for it like any error answer.
 func (r *request) failAt(code int32, msg string, now time.Time) {
+	if r.armed {
+		f := frame.AppendError(nil, r.c.version, r.stream, code, msg)
+		b := frame.GetBuf(len(f))
+		copy(b.B, f)
+		if r.primaryAnswered(nil, b) {
+			return
+		}
+		b.Release()
+	}
 	r.c.p.metrics.proxyError(code)
 	r.c.sendError(r.stream, code, msg)
 	r.finishAt(now)
