@@ -189,7 +189,18 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 // handshake runs STARTUP, USE and REGISTER one after another on stream 0,
 // before the read loop exists.
 func (c *Conn) handshake(cfg DialConfig) error {
-	startup := frame.AppendStartup(nil, c.version, 0, map[string]string{"CQL_VERSION": "3.0.0", "DRIVER_NAME": "cqlgate"})
+	startup := frame.AppendStartup(nil, c.version, 0, map[string]string{
+		"CQL_VERSION": "3.0.0",
+		"DRIVER_NAME": "cqlgate",
+		// Without it Cassandra 4.0+ protects itself from a connection over
+		// native_transport_max_request_data_in_flight (or 4.1's rate limit)
+		// by no longer reading it; on a connection shared by many clients
+		// that freezes them all. With it, the server answers OVERLOADED on
+		// the offending stream and keeps reading, and the proxy retries
+		// elsewhere. The server compares the value with "1"; older versions
+		// ignore keys they do not know.
+		"THROW_ON_OVERLOAD": "1",
+	})
 	resp, err := c.roundTrip(startup)
 	if err != nil {
 		return fmt.Errorf("startup with %s: %w", c.addr, err)
