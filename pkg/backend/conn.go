@@ -119,6 +119,10 @@ type Conn struct {
 	orphans int // timed-out streams still reserved; guarded by mu
 
 	inflight atomic.Int32
+	// dead is set by fail, before the socket is closed: from then on the
+	// connection takes no request, and pools must not pick it. Unlike
+	// closed it is read without the lock, on every pick.
+	dead     atomic.Bool
 	lastRead atomic.Int64 // unix nanos of the last frame read
 	// heartbeatPending is set while an OPTIONS heartbeat awaits its answer.
 	heartbeatPending atomic.Bool
@@ -303,6 +307,11 @@ func (c *Conn) Version() byte { return c.version }
 // InFlight returns the number of requests awaiting a response.
 func (c *Conn) InFlight() int { return int(c.inflight.Load()) }
 
+// Dead reports whether the connection has failed or been closed. It turns
+// true before the pending requests are failed, so a pool never hands out a
+// connection whose in-flight count is dropping because it died.
+func (c *Conn) Dead() bool { return c.dead.Load() }
+
 // Send queues f like Queue and flushes the connection.
 func (c *Conn) Send(f []byte, h Handler) error {
 	if err := c.Queue(f, h); err != nil {
@@ -410,6 +419,7 @@ func (c *Conn) fail(err error) {
 		return
 	}
 	c.closed = true
+	c.dead.Store(true)
 	c.err = err
 	c.mu.Unlock()
 	close(c.done)
@@ -524,8 +534,10 @@ func (c *Conn) failPending() {
 	}
 	c.orphans = 0
 	c.queue = nil
+	// Counted off under the lock, like every other change to the pending
+	// set; no request can be queued any more.
+	c.inflight.Add(-int32(len(failed)))
 	c.mu.Unlock()
-	c.inflight.Store(0)
 	for _, s := range failed {
 		s.h.OnFailure(c, err, s.sent)
 	}
