@@ -40,6 +40,10 @@ type Config struct {
 	// RequestTimeout is the deadline of every request (0: none); expired
 	// requests fail with ErrTimeout, checked once a second.
 	RequestTimeout time.Duration
+	// WriteTimeout bounds every write to a node (default
+	// DefaultWriteTimeout; negative: none): a node that stops reading fails
+	// its connection instead of blocking everyone sending on it.
+	WriteTimeout time.Duration
 	// MaxVersion is the highest protocol version tried (default 5).
 	MaxVersion byte
 	// PoolIdleTimeout closes a keyspace's pool (one opened for clients

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,11 @@ import (
 
 // MaxStreams is the number of stream ids a v3+ connection offers (0..32767).
 const MaxStreams = 1 << 15
+
+// DefaultWriteTimeout is DialConfig.WriteTimeout when left zero: a node that
+// has read nothing of a write for this long is not coming back in time for
+// any request on the connection.
+const DefaultWriteTimeout = 10 * time.Second
 
 var (
 	// ErrConnClosed is returned by Send once the connection is closing.
@@ -79,6 +85,13 @@ type DialConfig struct {
 	// RequestTimeout, when positive, is the deadline of every request sent
 	// on the connection, enforced by ExpireRequests.
 	RequestTimeout time.Duration
+	// WriteTimeout bounds each write to the socket once the connection is
+	// started (0: DefaultWriteTimeout; negative: none). A node that stops
+	// reading (its receive window full) would otherwise block the writer
+	// for good, and with it every sender flushing to the connection; on
+	// timeout the connection fails instead. A write gets between half and
+	// all of it: the deadline is moved only when half of it is used up.
+	WriteTimeout time.Duration
 	// TLS, when set, wraps the connection in TLS. An empty ServerName is
 	// replaced by the host of Addr (see tlsconfig.ForAddr).
 	TLS *tls.Config
@@ -117,6 +130,11 @@ type Conn struct {
 
 	timeout time.Duration
 	orphans int // timed-out streams still reserved; guarded by mu
+
+	writeTimeout time.Duration
+	// writeDeadline (unix nanos) is the write deadline set on the socket;
+	// only the goroutine that set writing touches it.
+	writeDeadline int64
 
 	inflight atomic.Int32
 	// dead is set by fail, before the socket is closed: from then on the
@@ -165,16 +183,17 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 	}
 	in := frame.NewStampedReader(nc)
 	c := &Conn{
-		nc:      nc,
-		addr:    cfg.Addr,
-		version: cfg.Version,
-		in:      in,
-		r:       frame.NewReader(in, cfg.MaxFrame),
-		w:       frame.NewWriter(nc),
-		onEvent: cfg.OnEvent,
-		timeout: cfg.RequestTimeout,
-		done:    make(chan struct{}),
-		kick:    make(chan struct{}, 1),
+		nc:           nc,
+		addr:         cfg.Addr,
+		version:      cfg.Version,
+		in:           in,
+		r:            frame.NewReader(in, cfg.MaxFrame),
+		w:            frame.NewWriter(nc),
+		onEvent:      cfg.OnEvent,
+		timeout:      cfg.RequestTimeout,
+		done:         make(chan struct{}),
+		writeTimeout: cfg.WriteTimeout,
+		kick:         make(chan struct{}, 1),
 	}
 	c.cond = sync.NewCond(&c.mu)
 	c.free = make([]int16, 0, MaxStreams)
@@ -186,6 +205,9 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 		return nil, err
 	}
 	_ = nc.SetDeadline(time.Time{})
+	if c.writeTimeout == 0 {
+		c.writeTimeout = DefaultWriteTimeout
+	}
 	c.lastRead.Store(time.Now().UnixNano())
 	return c, nil
 }
@@ -385,6 +407,7 @@ func (c *Conn) flushLocked() {
 			c.pending[frame.Stream(f)].sent = true
 		}
 		c.mu.Unlock()
+		c.armWriteDeadline()
 		var err error
 		for i, f := range batch {
 			if err == nil {
@@ -399,12 +422,34 @@ func (c *Conn) flushLocked() {
 		c.spare = batch[:0]
 		if err != nil {
 			c.mu.Unlock()
-			c.fail(fmt.Errorf("write to %s: %w", c.addr, err))
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				err = fmt.Errorf("write to %s stalled for over %s (the node is not reading): %w", c.addr, c.writeTimeout/2, err)
+			} else {
+				err = fmt.Errorf("write to %s: %w", c.addr, err)
+			}
+			c.fail(err)
 			c.mu.Lock()
 		}
 	}
 	c.writing = false
 	c.cond.Broadcast()
+}
+
+// armWriteDeadline makes sure the coming write has at least half of
+// writeTimeout to complete. It is called by the writer only. Moving the
+// deadline on every flush would cost a clock read and a timer update per
+// flush; moving it only when half of it has passed costs the clock read.
+func (c *Conn) armWriteDeadline() {
+	if c.writeTimeout <= 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	if c.writeDeadline-now >= int64(c.writeTimeout/2) {
+		return
+	}
+	c.writeDeadline = now + int64(c.writeTimeout)
+	// An error here means the socket is closed: the write will say so.
+	_ = c.nc.SetWriteDeadline(time.Unix(0, c.writeDeadline))
 }
 
 // Close closes the connection; pending requests fail with ErrConnClosed.

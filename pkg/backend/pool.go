@@ -342,13 +342,14 @@ func (np *NodePool) close() {
 func (np *NodePool) dialOne(ctx context.Context) error {
 	cl := np.pool.cl
 	c, err := Dial(ctx, DialConfig{
-		Addr:        np.node.Addr,
-		Version:     np.pool.version,
-		Keyspace:    np.pool.keyspace,
-		Timeout:     cl.cfg.ConnectTimeout,
-		MaxFrame:    cl.cfg.MaxFrame,
-		TLS:         cl.cfg.TLS,
-		Credentials: cl.cfg.Credentials,
+		Addr:         np.node.Addr,
+		Version:      np.pool.version,
+		Keyspace:     np.pool.keyspace,
+		Timeout:      cl.cfg.ConnectTimeout,
+		MaxFrame:     cl.cfg.MaxFrame,
+		WriteTimeout: cl.cfg.WriteTimeout,
+		TLS:          cl.cfg.TLS,
+		Credentials:  cl.cfg.Credentials,
 	})
 	if err != nil {
 		return err
