@@ -9,12 +9,9 @@ import (
 // between its requests being failed (its in-flight count dropping to zero,
 // so that it looks least loaded) and the pool dropping it.
 func TestPickSkipsDeadConn(t *testing.T) {
-	var mu sync.Mutex
-	var held []*fakeReq
+	reqs := make(chan *fakeReq, 4)
 	n := newFakeNode(t, func(r *fakeReq) fakeAction {
-		mu.Lock()
-		held = append(held, r)
-		mu.Unlock()
+		reqs <- r
 		return fakeHold
 	})
 	// The pool notices a dead connection in onClose; hold that until the
@@ -23,7 +20,7 @@ func TestPickSkipsDeadConn(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	healthy := dialFake(t, n, DialConfig{}, nil)
-	waitFor(t, n.accepted, "accepted connection")
+	hc := waitFor(t, n.accepted, "accepted connection")
 	doomed := dialFake(t, n, DialConfig{}, func(*Conn, error) {
 		once.Do(func() { close(closing) })
 		<-release
@@ -61,6 +58,12 @@ func TestPickSkipsDeadConn(t *testing.T) {
 	if got := doomed.InFlight(); got != 3 {
 		t.Fatalf("doomed InFlight = %d, want 3", got)
 	}
+	var healthyReq *fakeReq
+	for i := 0; i < 4; i++ {
+		if r := waitFor(t, reqs, "request at the node"); r.conn == hc {
+			healthyReq = r
+		}
+	}
 	dc.Close()
 	for i := 0; i < 3; i++ {
 		f := waitFor(t, dr.failures, "OnFailure of a request on the dead connection")
@@ -78,13 +81,7 @@ func TestPickSkipsDeadConn(t *testing.T) {
 		t.Fatalf("OnNode returned the dead connection")
 	}
 	close(release)
-	mu.Lock()
-	for _, r := range held {
-		if r.conn != dc {
-			r.AnswerVoid()
-		}
-	}
-	mu.Unlock()
+	healthyReq.AnswerVoid()
 	waitFor(t, hr.responses, "answer on the healthy connection").Release()
 }
 

@@ -13,15 +13,21 @@ import (
 	"github.com/cqlgate/cqlgate/pkg/frame"
 )
 
-// signalConn tells when the first write to the socket has begun.
+// signalConn tells when the first write to the socket has begun, and holds
+// it until proceed is closed: the test queues behind it meanwhile, however
+// slowly it is scheduled.
 type signalConn struct {
 	net.Conn
 	once    sync.Once
 	started chan struct{}
+	proceed chan struct{}
 }
 
 func (s *signalConn) Write(b []byte) (int, error) {
-	s.once.Do(func() { close(s.started) })
+	s.once.Do(func() {
+		close(s.started)
+		<-s.proceed
+	})
 	return s.Conn.Write(b)
 }
 
@@ -41,8 +47,11 @@ func TestFlushToStalledNodeTimesOut(t *testing.T) {
 	if tc, ok := c.nc.(*net.TCPConn); ok {
 		_ = tc.SetWriteBuffer(64 << 10)
 	}
-	sc := &signalConn{Conn: c.nc, started: make(chan struct{})}
+	sc := &signalConn{Conn: c.nc, started: make(chan struct{}), proceed: make(chan struct{})}
 	c.w = frame.NewWriter(sc)
+	var proceedOnce sync.Once
+	letProceed := func() { proceedOnce.Do(func() { close(sc.proceed) }) }
+	t.Cleanup(letProceed) // registered after Close's cleanup: runs first
 	c.Start(nil)
 	t.Cleanup(func() {
 		c.Close()
@@ -71,6 +80,7 @@ func TestFlushToStalledNodeTimesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Flush() // returns at once: the writer above picks it up
+	letProceed()
 
 	select {
 	case <-flushed:
