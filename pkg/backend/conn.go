@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"strings"
@@ -130,6 +131,13 @@ type Conn struct {
 
 	timeout time.Duration
 	orphans int // timed-out streams still reserved; guarded by mu
+	// timed links the slots of requests that have a deadline and have not
+	// timed out yet (through slot.prev/next; -1 ends it), so that expiry
+	// looks at what is in flight, not at every stream id. minDeadline is
+	// at most the earliest deadline among them (it may be stale-early
+	// after completions), so most passes look at nothing. Guarded by mu.
+	timed       int16
+	minDeadline int64
 
 	writeTimeout time.Duration
 	// writeDeadline (unix nanos) is the write deadline set on the socket;
@@ -157,9 +165,38 @@ type Conn struct {
 
 type slot struct {
 	h        Handler
-	sent     bool
-	orphan   bool  // timed out: OnTimeout was called, the answer is still awaited
 	deadline int64 // unix nanos after which the request times out; 0 = none
+	sent     bool
+	orphan   bool // timed out: OnTimeout was called, the answer is still awaited
+	timed    bool // linked in Conn.timed
+	// prev and next link the slot in Conn.timed.
+	prev, next int16
+}
+
+// link adds stream, whose slot has a deadline, to the timed list. Called
+// with mu held.
+func (c *Conn) link(id int16) {
+	s := &c.pending[id]
+	s.timed, s.prev, s.next = true, -1, c.timed
+	if c.timed >= 0 {
+		c.pending[c.timed].prev = id
+	}
+	c.timed = id
+	c.minDeadline = min(c.minDeadline, s.deadline)
+}
+
+// unlink takes stream off the timed list. Called with mu held.
+func (c *Conn) unlink(id int16) {
+	s := &c.pending[id]
+	if s.prev >= 0 {
+		c.pending[s.prev].next = s.next
+	} else {
+		c.timed = s.next
+	}
+	if s.next >= 0 {
+		c.pending[s.next].prev = s.prev
+	}
+	s.timed, s.prev, s.next = false, -1, -1
 }
 
 // Dial connects to cfg.Addr and performs the handshake synchronously. The
@@ -196,6 +233,7 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 		kick:         make(chan struct{}, 1),
 	}
 	c.cond = sync.NewCond(&c.mu)
+	c.timed, c.minDeadline = -1, math.MaxInt64
 	c.free = make([]int16, 0, MaxStreams)
 	for i := MaxStreams - 1; i >= 0; i-- {
 		c.free = append(c.free, int16(i))
@@ -372,6 +410,9 @@ func (c *Conn) QueueBy(f []byte, h Handler, deadline int64) error {
 	id := c.free[n-1]
 	c.free = c.free[:n-1]
 	c.pending[id] = slot{h: h, deadline: deadline}
+	if deadline != 0 {
+		c.link(id)
+	}
 	frame.SetStream(f, id)
 	c.queue = append(c.queue, f)
 	// Counted under the lock: another goroutine may flush f, and its
@@ -546,6 +587,9 @@ func (c *Conn) complete(stream int16, b *frame.Buf, err error) {
 		}
 		return
 	}
+	if s.timed {
+		c.unlink(stream)
+	}
 	c.pending[stream] = slot{}
 	c.free = append(c.free, stream)
 	if s.orphan {
@@ -578,6 +622,7 @@ func (c *Conn) failPending() {
 		c.pending[i] = slot{}
 	}
 	c.orphans = 0
+	c.timed, c.minDeadline = -1, math.MaxInt64
 	c.queue = nil
 	// Counted off under the lock, like every other change to the pending
 	// set; no request can be queued any more.
@@ -596,6 +641,10 @@ func (c *Conn) failPending() {
 // still awaiting their answer) afterwards. An orphan's stream id stays
 // reserved until its answer arrives or the connection dies, so a late
 // answer can never be taken for the answer to a later request.
+//
+// It costs nothing while no deadline can have passed, and otherwise time
+// proportional to the requests in flight with a deadline: it runs once a
+// second per connection, with the connection locked.
 func (c *Conn) ExpireRequests(now time.Time) int {
 	t := now.UnixNano()
 	c.mu.Lock()
@@ -603,14 +652,24 @@ func (c *Conn) ExpireRequests(now time.Time) int {
 	if c.closed {
 		return 0
 	}
-	for i := range c.pending {
-		s := &c.pending[i]
-		if s.h != nil && !s.orphan && s.deadline != 0 && s.deadline < t {
+	if c.minDeadline >= t {
+		return c.orphans
+	}
+	earliest := int64(math.MaxInt64)
+	for id := c.timed; id >= 0; {
+		s := &c.pending[id]
+		next := s.next
+		if s.deadline < t {
+			c.unlink(id)
 			s.orphan = true
 			c.orphans++
 			s.h.OnTimeout(c)
+		} else {
+			earliest = min(earliest, s.deadline)
 		}
+		id = next
 	}
+	c.minDeadline = earliest
 	return c.orphans
 }
 
