@@ -40,6 +40,10 @@ type Config struct {
 	// RequestTimeout is the deadline of every request (0: none); expired
 	// requests fail with ErrTimeout, checked once a second.
 	RequestTimeout time.Duration
+	// WriteTimeout bounds every write to a node (default
+	// DefaultWriteTimeout; negative: none): a node that stops reading fails
+	// its connection instead of blocking everyone sending on it.
+	WriteTimeout time.Duration
 	// MaxVersion is the highest protocol version tried (default 5).
 	MaxVersion byte
 	// PoolIdleTimeout closes a keyspace's pool (one opened for clients
@@ -123,6 +127,9 @@ type Cluster struct {
 	// retiring are connections replaced for too many orphans, closed once
 	// only orphans are left on them.
 	retiring []*Conn
+	// background counts the upkeep and refresher goroutines, which Close
+	// waits for.
+	background sync.WaitGroup
 }
 
 // Local describes the cluster as seen from the control node.
@@ -167,7 +174,9 @@ func (cl *Cluster) Connect(ctx context.Context) error {
 	if err := cl.connectControl(ctx, cl.cfg.ContactPoints); err != nil {
 		return err
 	}
+	cl.background.Add(2)
 	go cl.upkeep()
+	go cl.refresher()
 	return nil
 }
 
@@ -211,6 +220,15 @@ func (cl *Cluster) Close() {
 			e.pool.close()
 		}
 	}
+	if ctrl != nil {
+		ctrl.Close()
+	}
+	// A refresh in progress ends soon: its context is cancelled. It may
+	// have connected a new control connection meanwhile.
+	cl.background.Wait()
+	cl.mu.Lock()
+	ctrl = cl.control
+	cl.mu.Unlock()
 	if ctrl != nil {
 		ctrl.Close()
 	}

@@ -9,7 +9,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +22,11 @@ import (
 
 // MaxStreams is the number of stream ids a v3+ connection offers (0..32767).
 const MaxStreams = 1 << 15
+
+// DefaultWriteTimeout is DialConfig.WriteTimeout when left zero: a node that
+// has read nothing of a write for this long is not coming back in time for
+// any request on the connection.
+const DefaultWriteTimeout = 10 * time.Second
 
 var (
 	// ErrConnClosed is returned by Send once the connection is closing.
@@ -79,6 +86,13 @@ type DialConfig struct {
 	// RequestTimeout, when positive, is the deadline of every request sent
 	// on the connection, enforced by ExpireRequests.
 	RequestTimeout time.Duration
+	// WriteTimeout bounds each write to the socket once the connection is
+	// started (0: DefaultWriteTimeout; negative: none). A node that stops
+	// reading (its receive window full) would otherwise block the writer
+	// for good, and with it every sender flushing to the connection; on
+	// timeout the connection fails instead. A write gets between half and
+	// all of it: the deadline is moved only when half of it is used up.
+	WriteTimeout time.Duration
 	// TLS, when set, wraps the connection in TLS. An empty ServerName is
 	// replaced by the host of Addr (see tlsconfig.ForAddr).
 	TLS *tls.Config
@@ -117,8 +131,24 @@ type Conn struct {
 
 	timeout time.Duration
 	orphans int // timed-out streams still reserved; guarded by mu
+	// timed links the slots of requests that have a deadline and have not
+	// timed out yet (through slot.prev/next; -1 ends it), so that expiry
+	// looks at what is in flight, not at every stream id. minDeadline is
+	// at most the earliest deadline among them (it may be stale-early
+	// after completions), so most passes look at nothing. Guarded by mu.
+	timed       int16
+	minDeadline int64
+
+	writeTimeout time.Duration
+	// writeDeadline (unix nanos) is the write deadline set on the socket;
+	// only the goroutine that set writing touches it.
+	writeDeadline int64
 
 	inflight atomic.Int32
+	// dead is set by fail, before the socket is closed: from then on the
+	// connection takes no request, and pools must not pick it. Unlike
+	// closed it is read without the lock, on every pick.
+	dead     atomic.Bool
 	lastRead atomic.Int64 // unix nanos of the last frame read
 	// heartbeatPending is set while an OPTIONS heartbeat awaits its answer.
 	heartbeatPending atomic.Bool
@@ -135,9 +165,12 @@ type Conn struct {
 
 type slot struct {
 	h        Handler
-	sent     bool
-	orphan   bool  // timed out: OnTimeout was called, the answer is still awaited
 	deadline int64 // unix nanos after which the request times out; 0 = none
+	sent     bool
+	orphan   bool // timed out: OnTimeout was called, the answer is still awaited
+	timed    bool // linked in Conn.timed
+	// prev and next link the slot in Conn.timed.
+	prev, next int16
 }
 
 // Dial connects to cfg.Addr and performs the handshake synchronously. The
@@ -161,18 +194,20 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 	}
 	in := frame.NewStampedReader(nc)
 	c := &Conn{
-		nc:      nc,
-		addr:    cfg.Addr,
-		version: cfg.Version,
-		in:      in,
-		r:       frame.NewReader(in, cfg.MaxFrame),
-		w:       frame.NewWriter(nc),
-		onEvent: cfg.OnEvent,
-		timeout: cfg.RequestTimeout,
-		done:    make(chan struct{}),
-		kick:    make(chan struct{}, 1),
+		nc:           nc,
+		addr:         cfg.Addr,
+		version:      cfg.Version,
+		in:           in,
+		r:            frame.NewReader(in, cfg.MaxFrame),
+		w:            frame.NewWriter(nc),
+		onEvent:      cfg.OnEvent,
+		timeout:      cfg.RequestTimeout,
+		done:         make(chan struct{}),
+		writeTimeout: cfg.WriteTimeout,
+		kick:         make(chan struct{}, 1),
 	}
 	c.cond = sync.NewCond(&c.mu)
+	c.timed, c.minDeadline = -1, math.MaxInt64
 	c.free = make([]int16, 0, MaxStreams)
 	for i := MaxStreams - 1; i >= 0; i-- {
 		c.free = append(c.free, int16(i))
@@ -182,6 +217,9 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 		return nil, err
 	}
 	_ = nc.SetDeadline(time.Time{})
+	if c.writeTimeout == 0 {
+		c.writeTimeout = DefaultWriteTimeout
+	}
 	c.lastRead.Store(time.Now().UnixNano())
 	return c, nil
 }
@@ -189,7 +227,18 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 // handshake runs STARTUP, USE and REGISTER one after another on stream 0,
 // before the read loop exists.
 func (c *Conn) handshake(cfg DialConfig) error {
-	startup := frame.AppendStartup(nil, c.version, 0, map[string]string{"CQL_VERSION": "3.0.0", "DRIVER_NAME": "cqlgate"})
+	startup := frame.AppendStartup(nil, c.version, 0, map[string]string{
+		"CQL_VERSION": "3.0.0",
+		"DRIVER_NAME": "cqlgate",
+		// Without it Cassandra 4.0+ protects itself from a connection over
+		// native_transport_max_request_data_in_flight (or 4.1's rate limit)
+		// by no longer reading it; on a connection shared by many clients
+		// that freezes them all. With it, the server answers OVERLOADED on
+		// the offending stream and keeps reading, and the proxy retries
+		// elsewhere. The server compares the value with "1"; older versions
+		// ignore keys they do not know.
+		"THROW_ON_OVERLOAD": "1",
+	})
 	resp, err := c.roundTrip(startup)
 	if err != nil {
 		return fmt.Errorf("startup with %s: %w", c.addr, err)
@@ -292,6 +341,11 @@ func (c *Conn) Version() byte { return c.version }
 // InFlight returns the number of requests awaiting a response.
 func (c *Conn) InFlight() int { return int(c.inflight.Load()) }
 
+// Dead reports whether the connection has failed or been closed. It turns
+// true before the pending requests are failed, so a pool never hands out a
+// connection whose in-flight count is dropping because it died.
+func (c *Conn) Dead() bool { return c.dead.Load() }
+
 // Send queues f like Queue and flushes the connection.
 func (c *Conn) Send(f []byte, h Handler) error {
 	if err := c.Queue(f, h); err != nil {
@@ -330,6 +384,9 @@ func (c *Conn) QueueBy(f []byte, h Handler, deadline int64) error {
 	id := c.free[n-1]
 	c.free = c.free[:n-1]
 	c.pending[id] = slot{h: h, deadline: deadline}
+	if deadline != 0 {
+		c.link(id)
+	}
 	frame.SetStream(f, id)
 	c.queue = append(c.queue, f)
 	// Counted under the lock: another goroutine may flush f, and its
@@ -365,6 +422,7 @@ func (c *Conn) flushLocked() {
 			c.pending[frame.Stream(f)].sent = true
 		}
 		c.mu.Unlock()
+		c.armWriteDeadline()
 		var err error
 		for i, f := range batch {
 			if err == nil {
@@ -379,12 +437,34 @@ func (c *Conn) flushLocked() {
 		c.spare = batch[:0]
 		if err != nil {
 			c.mu.Unlock()
-			c.fail(fmt.Errorf("write to %s: %w", c.addr, err))
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				err = fmt.Errorf("write to %s stalled for over %s (the node is not reading): %w", c.addr, c.writeTimeout/2, err)
+			} else {
+				err = fmt.Errorf("write to %s: %w", c.addr, err)
+			}
+			c.fail(err)
 			c.mu.Lock()
 		}
 	}
 	c.writing = false
 	c.cond.Broadcast()
+}
+
+// armWriteDeadline makes sure the coming write has at least half of
+// writeTimeout to complete. It is called by the writer only. Moving the
+// deadline on every flush would cost a clock read and a timer update per
+// flush; moving it only when half of it has passed costs the clock read.
+func (c *Conn) armWriteDeadline() {
+	if c.writeTimeout <= 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	if c.writeDeadline-now >= int64(c.writeTimeout/2) {
+		return
+	}
+	c.writeDeadline = now + int64(c.writeTimeout)
+	// An error here means the socket is closed: the write will say so.
+	_ = c.nc.SetWriteDeadline(time.Unix(0, c.writeDeadline))
 }
 
 // Close closes the connection; pending requests fail with ErrConnClosed.
@@ -399,6 +479,7 @@ func (c *Conn) fail(err error) {
 		return
 	}
 	c.closed = true
+	c.dead.Store(true)
 	c.err = err
 	c.mu.Unlock()
 	close(c.done)
@@ -480,6 +561,9 @@ func (c *Conn) complete(stream int16, b *frame.Buf, err error) {
 		}
 		return
 	}
+	if s.timed {
+		c.unlink(stream)
+	}
 	c.pending[stream] = slot{}
 	c.free = append(c.free, stream)
 	if s.orphan {
@@ -512,51 +596,18 @@ func (c *Conn) failPending() {
 		c.pending[i] = slot{}
 	}
 	c.orphans = 0
+	c.timed, c.minDeadline = -1, math.MaxInt64
 	c.queue = nil
+	// Counted off under the lock, like every other change to the pending
+	// set; no request can be queued any more.
+	c.inflight.Add(-int32(len(failed)))
 	c.mu.Unlock()
-	c.inflight.Store(0)
 	for _, s := range failed {
 		s.h.OnFailure(c, err, s.sent)
 	}
 	if c.onClose != nil {
 		c.onClose(c, err)
 	}
-}
-
-// ExpireRequests calls OnTimeout for every request whose deadline has
-// passed by now, and returns how many streams are orphaned (timed out and
-// still awaiting their answer) afterwards. An orphan's stream id stays
-// reserved until its answer arrives or the connection dies, so a late
-// answer can never be taken for the answer to a later request.
-func (c *Conn) ExpireRequests(now time.Time) int {
-	t := now.UnixNano()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return 0
-	}
-	for i := range c.pending {
-		s := &c.pending[i]
-		if s.h != nil && !s.orphan && s.deadline != 0 && s.deadline < t {
-			s.orphan = true
-			c.orphans++
-			s.h.OnTimeout(c)
-		}
-	}
-	return c.orphans
-}
-
-// liveRequests returns how many requests on the connection still await an
-// answer that someone waits for (in flight minus orphans).
-func (c *Conn) liveRequests() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return int(c.inflight.Load()) - c.orphans
-}
-
-// idleFor reports how long the connection has gone without reading a frame.
-func (c *Conn) idleFor(now time.Time) time.Duration {
-	return now.Sub(time.Unix(0, c.lastRead.Load()))
 }
 
 // QuoteIdent quotes a CQL identifier so it is taken verbatim.

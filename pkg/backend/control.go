@@ -21,14 +21,15 @@ func (cl *Cluster) connectControl(ctx context.Context, candidates []string) erro
 	for _, addr := range candidates {
 		for v := cl.cfg.MaxVersion; v >= frame.MinVersion; v-- {
 			c, err := Dial(ctx, DialConfig{
-				Addr:        addr,
-				Version:     v,
-				Events:      []string{"TOPOLOGY_CHANGE", "STATUS_CHANGE", "SCHEMA_CHANGE"},
-				OnEvent:     cl.onEvent,
-				Timeout:     cl.cfg.ConnectTimeout,
-				MaxFrame:    cl.cfg.MaxFrame,
-				TLS:         cl.cfg.TLS,
-				Credentials: cl.cfg.Credentials,
+				Addr:         addr,
+				Version:      v,
+				Events:       []string{"TOPOLOGY_CHANGE", "STATUS_CHANGE", "SCHEMA_CHANGE"},
+				OnEvent:      cl.onEvent,
+				Timeout:      cl.cfg.ConnectTimeout,
+				MaxFrame:     cl.cfg.MaxFrame,
+				WriteTimeout: cl.cfg.WriteTimeout,
+				TLS:          cl.cfg.TLS,
+				Credentials:  cl.cfg.Credentials,
 			})
 			if err != nil {
 				errs = append(errs, err)

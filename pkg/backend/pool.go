@@ -163,7 +163,9 @@ func (p *Pool) Each(avoid *Node, fn func(*Conn)) {
 func (np *NodePool) Node() *Node { return np.node }
 
 // leastLoaded returns the open connection with the fewest requests in flight
-// and the node's total in flight.
+// and the node's total in flight. A connection that has died is skipped:
+// its requests are being failed, so its count falls towards zero and it
+// would look like the best choice until the pool drops it (in onClose).
 func (np *NodePool) leastLoaded() (*Conn, int) {
 	cs := np.conns.Load()
 	if cs == nil {
@@ -172,6 +174,9 @@ func (np *NodePool) leastLoaded() (*Conn, int) {
 	var best *Conn
 	total, bestLoad := 0, math.MaxInt
 	for _, c := range *cs {
+		if c.Dead() {
+			continue
+		}
 		l := c.InFlight()
 		total += l
 		if l < bestLoad {
@@ -337,13 +342,14 @@ func (np *NodePool) close() {
 func (np *NodePool) dialOne(ctx context.Context) error {
 	cl := np.pool.cl
 	c, err := Dial(ctx, DialConfig{
-		Addr:        np.node.Addr,
-		Version:     np.pool.version,
-		Keyspace:    np.pool.keyspace,
-		Timeout:     cl.cfg.ConnectTimeout,
-		MaxFrame:    cl.cfg.MaxFrame,
-		TLS:         cl.cfg.TLS,
-		Credentials: cl.cfg.Credentials,
+		Addr:         np.node.Addr,
+		Version:      np.pool.version,
+		Keyspace:     np.pool.keyspace,
+		Timeout:      cl.cfg.ConnectTimeout,
+		MaxFrame:     cl.cfg.MaxFrame,
+		WriteTimeout: cl.cfg.WriteTimeout,
+		TLS:          cl.cfg.TLS,
+		Credentials:  cl.cfg.Credentials,
 	})
 	if err != nil {
 		return err

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -82,7 +81,9 @@ func (cl *Cluster) Nodes() []*Node {
 // it from an answer, e.g. "server is shutting down".
 func (cl *Cluster) MarkDown(n *Node) { n.markDown(nil) }
 
-func (cl *Cluster) refreshTopology() {
+// refreshTopology reloads the topology over the control connection, or
+// reconnects it (then loading the topology), and says why it could not.
+func (cl *Cluster) refreshTopology() error {
 	ctx, cancel := context.WithTimeout(cl.ctx, 2*cl.cfg.ConnectTimeout)
 	defer cancel()
 	cl.mu.Lock()
@@ -90,7 +91,7 @@ func (cl *Cluster) refreshTopology() {
 	cl.mu.Unlock()
 	if ctrl != nil && ctrl.Err() == nil {
 		if err := cl.loadTopology(ctx); err == nil {
-			return
+			return nil
 		} else {
 			cl.log.Warn("topology refresh failed", zap.Error(err))
 		}
@@ -102,16 +103,7 @@ func (cl *Cluster) refreshTopology() {
 		candidates = append(candidates, n.Addr)
 	}
 	candidates = append(candidates, cl.cfg.ContactPoints...)
-	if err := cl.connectControl(ctx, candidates); err != nil {
-		cl.log.Warn("control connection reconnect failed", zap.Error(err))
-		go func() {
-			select {
-			case <-cl.ctx.Done():
-			case <-time.After(cl.cfg.ReconnectBaseDelay * 10):
-				cl.requestRefresh()
-			}
-		}()
-	}
+	return cl.connectControl(ctx, candidates)
 }
 
 // loadTopology reads system.local and system.peers_v2 (system.peers on

@@ -1,7 +1,7 @@
 package backend
 
 // Upkeep: the once-a-second loop of heartbeats, request expiry and the
-// closing of idle keyspace pools.
+// closing of idle keyspace pools, and beside it the topology refresher.
 
 import (
 	"fmt"
@@ -12,29 +12,62 @@ import (
 	"github.com/cqlgate/cqlgate/pkg/frame"
 )
 
-// upkeep refreshes the topology when asked (debounced), reconnects the
-// control connection, and sends heartbeats on idle connections.
+// upkeep sends heartbeats on idle connections, expires requests and closes
+// idle pools, once a second. Nothing it does waits for the network, so the
+// request timeout is enforced on time whatever the nodes do.
 func (cl *Cluster) upkeep() {
+	defer cl.background.Done()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
 		case <-cl.ctx.Done():
 			return
-		case <-cl.refresh:
-			// Events come in bursts when a node restarts; one refresh
-			// after the burst is enough.
-			select {
-			case <-cl.ctx.Done():
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-			cl.refreshTopology()
 		case now := <-tick.C:
 			cl.heartbeat(now)
 			cl.expire(now)
 			cl.closeIdlePools(now)
 		}
+	}
+}
+
+// refresher refreshes the topology when asked, and reconnects the control
+// connection, one refresh at a time: requests made during a refresh
+// coalesce into one more after it (cl.refresh holds one). It has its own
+// goroutine because a refresh waits for the control node, for seconds when
+// that node is slow, and must not hold up upkeep.
+func (cl *Cluster) refresher() {
+	defer cl.background.Done()
+	for {
+		select {
+		case <-cl.ctx.Done():
+			return
+		case <-cl.refresh:
+		}
+		// Events come in bursts when a node restarts; one refresh after
+		// the burst is enough.
+		if !cl.sleep(500 * time.Millisecond) {
+			return
+		}
+		if err := cl.refreshTopology(); err != nil {
+			cl.log.Warn("control connection reconnect failed", zap.Error(err))
+			if !cl.sleep(cl.cfg.ReconnectBaseDelay * 10) {
+				return
+			}
+			cl.requestRefresh()
+		}
+	}
+}
+
+// sleep waits for d, or reports false when the cluster closes first.
+func (cl *Cluster) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-cl.ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -65,10 +98,14 @@ func (cl *Cluster) heartbeat(now time.Time) {
 		if c.heartbeatPending.CompareAndSwap(false, true) {
 			hb := frame.GetBuf(0)
 			hb.B = frame.AppendOptions(hb.B[:0], c.Version(), 0)
-			if err := c.Send(hb.B, heartbeatHandler{hb}); err != nil {
+			// Written by the connection's flusher: a write to a stalled
+			// node must not hold up upkeep (nor the other heartbeats).
+			if err := c.Queue(hb.B, heartbeatHandler{hb}); err != nil {
 				hb.Release()
 				c.heartbeatPending.Store(false)
+				continue
 			}
+			c.Kick()
 		}
 	}
 }
