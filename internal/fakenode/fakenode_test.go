@@ -147,7 +147,9 @@ func rowsFlags(t *testing.T, resp []byte) (flags, cols int32) {
 	return int32(be32(body[4:])), int32(be32(body[8:]))
 }
 
-func be32(b []byte) uint32 { return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) }
+func be32(b []byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
 
 const (
 	flagNoMetadata      = 0x0004

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cqlgate/cqlgate/pkg/frame"
@@ -94,16 +95,18 @@ type Node struct {
 	conns    map[*conn]struct{}
 	nconns   int // connections accepted, also the next conn index
 	startups []map[string]string
-	hook     func(Request) Action
-	seq      int
 	schema   schema
 	prepared map[string]*prepared // by id
 	view     *clusterView
 	stats    stats
-	// qcache holds answers to QUERY texts by protocol version, valid
-	// while qgen is the schema generation.
-	qcache [6]map[string][]byte
-	qgen   uint64
+	// qcache holds answers to QUERY texts; it is replaced, never
+	// changed, and dropped on every schema change (under mu).
+	qcache atomic.Pointer[queryCache]
+	hook   atomic.Pointer[func(Request) Action]
+	seq    atomic.Int64
+	// holding is set while the node or any connection is stalled, so the
+	// hot path needs no lock to know it is not.
+	holding atomic.Bool
 }
 
 // Start listens on cfg.Addr and serves until Close, which runs at the end
@@ -235,9 +238,11 @@ func (n *Node) removeConn(c *conn) {
 // (nil removes it). f runs on the connection's reader goroutine with no
 // lock held; it must not block for long.
 func (n *Node) SetHook(f func(Request) Action) {
-	n.mu.Lock()
-	n.hook = f
-	n.mu.Unlock()
+	if f == nil {
+		n.hook.Store(nil)
+		return
+	}
+	n.hook.Store(&f)
 }
 
 // RejectConnections makes the node reset every new connection right after
@@ -267,6 +272,7 @@ func (n *Node) Stall() {
 	defer n.mu.Unlock()
 	if !n.stalled {
 		n.stalled = true
+		n.holding.Store(true)
 		n.resume = make(chan struct{})
 	}
 }
@@ -285,6 +291,7 @@ func (n *Node) Resume() {
 			c.stall = nil
 		}
 	}
+	n.holding.Store(false)
 }
 
 // StartupOptions returns the STARTUP options map of every connection

@@ -47,7 +47,7 @@ func (c *conn) respond(dst []byte, h frame.Header, body []byte) []byte {
 		if err != nil {
 			return protoErr(err)
 		}
-		if b, ok := c.n.cachedQuery(v, q); ok {
+		if b, ok := c.n.cachedQuery(v, q, c.idx); ok {
 			return result(b)
 		}
 		b, e := c.query(v, string(q))
@@ -84,17 +84,42 @@ func (c *conn) respond(dst []byte, h frame.Header, body []byte) []byte {
 
 // cachedQuery serves a QUERY whose answer was computed before, counting
 // the execution: the benchmarks' hot path, without allocation.
-func (n *Node) cachedQuery(v byte, q []byte) ([]byte, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.qgen != n.schema.gen {
+func (n *Node) cachedQuery(v byte, q []byte, shard int) ([]byte, bool) {
+	qc := n.qcache.Load()
+	if qc == nil {
 		return nil, false
 	}
-	b, ok := n.qcache[v][string(q)]
-	if ok {
-		bump(n.stats.execQuery, q)
+	a, ok := qc.answers[v][string(q)]
+	if !ok {
+		return nil, false
 	}
-	return b, ok
+	a.count.add(shard)
+	return a.body, true
+}
+
+// queryCache is an immutable set of QUERY answers by protocol version.
+type queryCache struct {
+	answers [6]map[string]cachedAnswer
+}
+
+type cachedAnswer struct {
+	body  []byte
+	count *counter // the text's execution counter in stats
+}
+
+// cacheQuery adds an answer (n.mu held), copying the cache: it is tiny.
+func (n *Node) cacheQuery(v byte, q string, body []byte) {
+	next := &queryCache{}
+	if old := n.qcache.Load(); old != nil {
+		next.answers = old.answers
+	}
+	m := make(map[string]cachedAnswer, len(next.answers[v])+1)
+	for k, a := range next.answers[v] {
+		m[k] = a
+	}
+	m[q] = cachedAnswer{body: body, count: counterOf(n.stats.execQuery, q)}
+	next.answers[v] = m
+	n.qcache.Store(next)
 }
 
 // query answers a QUERY the cache does not hold.
@@ -102,7 +127,7 @@ func (c *conn) query(v byte, q string) ([]byte, *Error) {
 	n := c.n
 	st := parseStmt(q, c.keyspace)
 	n.mu.Lock()
-	bump(n.stats.execQuery, q)
+	counterOf(n.stats.execQuery, q).add(c.idx)
 	n.mu.Unlock()
 	switch st.kind {
 	case kindUse:
@@ -139,14 +164,7 @@ func (c *conn) query(v byte, q string) ([]byte, *Error) {
 	// Only answers that depend on nothing but the text are cached: a
 	// qualified user table (system tables change with the cluster).
 	if e == nil && !strings.HasPrefix(st.table, "system") && strings.Contains(q, ".") {
-		if n.qgen != n.schema.gen {
-			n.qgen = n.schema.gen
-			n.qcache = [6]map[string][]byte{}
-		}
-		if n.qcache[v] == nil {
-			n.qcache[v] = map[string][]byte{}
-		}
-		n.qcache[v][q] = b
+		n.cacheQuery(v, q, b)
 	}
 	return b, e
 }
@@ -179,8 +197,8 @@ func (c *conn) execute(dst []byte, h frame.Header, body []byte) []byte {
 	}
 	b, void, e := n.executeBody(p, v, params.Flags&frame.QueryFlagSkipMetadata != 0, metaID)
 	if e == nil {
-		bump(n.stats.execID, id)
-		bump(n.stats.execQuery, p.query)
+		counterOf(n.stats.execID, id).add(c.idx)
+		counterOf(n.stats.execQuery, p.query).add(c.idx)
 	}
 	n.mu.Unlock()
 	switch {
@@ -212,10 +230,10 @@ func (c *conn) batch(dst []byte, h frame.Header, body []byte) []byte {
 	it = bt.Children()
 	for ch, ok := it.Next(); ok; ch, ok = it.Next() {
 		if ch.Kind == frame.BatchChildPrepared {
-			bump(n.stats.execID, ch.ID)
-			bump(n.stats.execQuery, n.prepared[string(ch.ID)].query)
+			counterOf(n.stats.execID, ch.ID).add(c.idx)
+			counterOf(n.stats.execQuery, n.prepared[string(ch.ID)].query).add(c.idx)
 		} else {
-			bump(n.stats.execQuery, ch.Query)
+			counterOf(n.stats.execQuery, ch.Query).add(c.idx)
 		}
 	}
 	return frame.AppendFrame(dst, v, true, 0, s, frame.OpResult, voidBody)

@@ -98,6 +98,7 @@ func (n *Node) SetTable(name string, cols []Column, rows ...[][]byte) {
 	n.schema.tables[ks+"."+tn] = &table{ks: ks, name: tn, cols: slices.Clone(cols), rows: rows}
 	n.schema.gen++
 	n.schema.version = n.schema.hash()
+	n.qcache.Store(nil)
 }
 
 // SetRows replaces the rows of an existing table.
@@ -115,6 +116,7 @@ func (n *Node) SetRows(name string, rows ...[][]byte) {
 	}
 	t.rows = rows
 	n.schema.gen++
+	n.qcache.Store(nil)
 }
 
 func checkRows(cols []Column, rows [][][]byte) error {
