@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/datastax/go-cassandra-native-protocol/datatype"
+	"go.uber.org/goleak"
 
 	"github.com/cqlgate/cqlgate/internal/fakenode"
 	"github.com/cqlgate/cqlgate/pkg/frame"
@@ -352,5 +353,58 @@ func TestRejectAndVersion(t *testing.T) {
 	}
 	if n.Rejected() != 1 || n.Accepted() != 1 {
 		t.Errorf("rejected %d accepted %d", n.Rejected(), n.Accepted())
+	}
+}
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestStallDropAndPendingTimers: a stalled connection answers only after
+// Resume; Close with delayed answers pending and with stalled readers
+// leaves no goroutine behind (TestMain checks).
+func TestStallDropAndPendingTimers(t *testing.T) {
+	n := kvNode(t, fakenode.Config{})
+	n.SetHook(func(r fakenode.Request) fakenode.Action {
+		switch {
+		case r.Opcode != frame.OpQuery:
+		case r.Stream == 1:
+			return fakenode.Action{Fault: fakenode.Stall}
+		case r.Stream == 9:
+			return fakenode.Action{Delay: time.Hour}
+		}
+		return fakenode.Action{}
+	})
+	c := dial(t, n.Addr(), frame.V5)
+	c.send(frame.AppendQuery(nil, 5, 1, "SELECT * FROM ks.kv", 1, 0))
+	c.send(frame.AppendQuery(nil, 5, 2, "SELECT * FROM ks.kv", 1, 0))
+	_ = c.nc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if resp, err := c.read(); err == nil {
+		t.Fatalf("a stalled connection answered stream %d", frame.Stream(resp))
+	}
+	_ = c.nc.SetReadDeadline(time.Time{})
+	// The reader timed out mid-wait; read again on a fresh client view.
+	n.Resume()
+	c.rd = frame.NewReader(c.nc, 1<<20)
+	c.rd.EnableSegments(frame.CompressionNone)
+	for _, want := range []int16{1, 2} {
+		resp, err := c.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if frame.Stream(resp) != want {
+			t.Errorf("stream %d, want %d", frame.Stream(resp), want)
+		}
+	}
+	c.send(frame.AppendQuery(nil, 5, 9, "SELECT * FROM ks.kv", 1, 0))
+	d := dial(t, n.Addr(), frame.V4)
+	n.DropConnections()
+	if _, err := d.read(); err == nil {
+		t.Error("a dropped connection still answers")
+	}
+	e := dial(t, n.Addr(), frame.V4)
+	n.Stall()
+	e.send(frame.AppendQuery(nil, 4, 3, "SELECT * FROM ks.kv", 1, 0))
+	n.Close()
+	if _, err := e.read(); err == nil {
+		t.Error("a closed node still answers")
 	}
 }
