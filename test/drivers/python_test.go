@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cqlgate/cqlgate/internal/proxytest"
 )
 
 const (
@@ -59,8 +61,10 @@ func TestPythonDriverSchemaChanges(t *testing.T) {
 	python, version := findPythonDriver(t)
 	t.Logf("using %s with cassandra-driver %s", python, version)
 	addrs := single.get(t)
-	proxyAddr := startProxy(t, addrs)
-	runPythonScript(t, python, pythonSchemaScript, "--proxy", proxyAddr, "--direct", addrs[0])
+	p := proxytest.Start(t, addrs, nil)
+	runPythonScript(t, python, pythonSchemaScript, "--proxy", p.Addr, "--direct", addrs[0])
+	reprepares, reshaped := repreparesOf(t, p.Reg)
+	t.Logf("proxy: %v UNPREPARED hidden (prepared again and re-sent), %v passed on (columns changed)", reprepares, reshaped)
 }
 
 // runPythonScript runs script with args, logging its output, and fails the
