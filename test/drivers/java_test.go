@@ -19,6 +19,7 @@ import (
 const (
 	javaProbe3    = "../java/Probe.java"
 	javaProbe4    = "../java/driver4/Probe4.java"
+	javaSchema4   = "../java/driver4/SchemaChange4.java"
 	javaPOM4      = "../java/driver4/pom.xml"
 	javaLogConfig = "../java/logback-test.xml"
 	// javaDriver4 is the version in javaPOM4, for the cache directory.
@@ -56,6 +57,31 @@ func TestJavaDriver4(t *testing.T) {
 		return []string{java, "-cp", filepath.Join(lib, "*"), javaProbe4,
 			strings.Join(listen, ","), fmt.Sprint(len(listen)), "datacenter1"}
 	})
+}
+
+// TestJavaDriver4SchemaChanges runs test/java/driver4/SchemaChange4.java:
+// prepared statements of the Java driver 4.x across ALTER TABLE ADD/DROP and
+// DROP/CREATE TABLE, on protocol v5 and v4, directly against the node and
+// through an in-process proxy; the driver must read the same both ways (the
+// proxy once hid UNPREPARED and the driver decoded new rows with old
+// columns). TestPreparedStatementsAcrossSchemaChanges in test/integration
+// runs the scenario with the Go drivers.
+func TestJavaDriver4SchemaChanges(t *testing.T) {
+	java := findJava(t)
+	addrs := single.get(t)
+	lib := javaDriver4Jars(t)
+	p := proxytest.Start(t, addrs, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	args := []string{"-cp", filepath.Join(lib, "*"), javaSchema4, addrs[0], p.Addr, "datacenter1"}
+	c := exec.CommandContext(ctx, java, args...)
+	c.WaitDelay = 10 * time.Second
+	start := time.Now()
+	out, err := c.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "OK schema changes") {
+		t.Fatalf("%v: %v\n%s", args, err, out)
+	}
+	t.Logf("%s\nin %s", out, time.Since(start).Round(time.Millisecond))
 }
 
 // runJavaProbe starts a proxy listening on one address, then on two with the

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cqlgate/cqlgate/internal/proxytest"
 )
 
@@ -95,4 +97,27 @@ func startProxy(t *testing.T, contactPoints []string) string {
 	p := proxytest.Start(t, contactPoints, nil)
 	t.Logf("proxy at %s in front of %v", p.Addr, contactPoints)
 	return p.Addr
+}
+
+// repreparesOf returns the proxy's cqlgate_reprepares_total and
+// cqlgate_reshaped_total (UNPREPARED answered by preparing again and
+// re-sending, and UNPREPARED passed to the client because the statement's
+// columns changed).
+func repreparesOf(t *testing.T, reg *prometheus.Registry) (reprepares, reshaped float64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch mf.GetName() {
+			case "cqlgate_reprepares_total":
+				reprepares += m.GetCounter().GetValue()
+			case "cqlgate_reshaped_total":
+				reshaped += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return reprepares, reshaped
 }

@@ -12,11 +12,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cqlgate/cqlgate/internal/proxytest"
 )
 
 const (
 	// pythonScript is the driver check, relative to this package.
 	pythonScript = "../python/driver_check.py"
+	// pythonSchemaScript is the schema-change check, relative to this package.
+	pythonSchemaScript = "../python/schema_change_check.py"
 	// pythonTimeout bounds one run of the script.
 	pythonTimeout     = 3 * time.Minute
 	pythonInstallHint = "install the driver with: python3 -m pip install cassandra-driver lz4 " +
@@ -42,17 +46,41 @@ func TestPythonDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	runPythonScript(t, python, pythonScript,
+		"--host", host, "--port", port, "--forbidden", strings.Join(addrs, ","))
+}
+
+// TestPythonDriverSchemaChanges runs test/python/schema_change_check.py:
+// prepared statements of the Python driver across ALTER TABLE ADD/DROP and
+// DROP/CREATE TABLE, on protocol v5 and v4, directly against the node and
+// through an in-process proxy; the driver must read the same both ways (the
+// proxy once hid UNPREPARED and the driver decoded new rows with old
+// columns). TestPreparedStatementsAcrossSchemaChanges in test/integration
+// runs the scenario with the Go drivers.
+func TestPythonDriverSchemaChanges(t *testing.T) {
+	python, version := findPythonDriver(t)
+	t.Logf("using %s with cassandra-driver %s", python, version)
+	addrs := single.get(t)
+	p := proxytest.Start(t, addrs, nil)
+	runPythonScript(t, python, pythonSchemaScript, "--proxy", p.Addr, "--direct", addrs[0])
+	reprepares, reshaped := repreparesOf(t, p.Reg)
+	t.Logf("proxy: %v UNPREPARED hidden (prepared again and re-sent), %v passed on (columns changed)", reprepares, reshaped)
+}
+
+// runPythonScript runs script with args, logging its output, and fails the
+// test unless it exits 0 with a last "N passed, 0 failed" line.
+func runPythonScript(t *testing.T, python, script string, args ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), pythonTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python, pythonScript,
-		"--host", host, "--port", port, "--forbidden", strings.Join(addrs, ","))
+	cmd := exec.CommandContext(ctx, python, append([]string{script}, args...)...)
 	cmd.Env = append(os.Environ(), "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1")
 	cmd.WaitDelay = 10 * time.Second // if the script leaves children holding the pipe
 	out := &lineLogger{t: t, prefix: "py| "}
 	cmd.Stdout = out
 	cmd.Stderr = out
 	start := time.Now()
-	err = cmd.Run()
+	err := cmd.Run()
 	out.flush()
 	elapsed := time.Since(start).Round(time.Millisecond)
 
@@ -64,27 +92,34 @@ func TestPythonDriver(t *testing.T) {
 			break
 		}
 	}
-	var failures []string
+	var failures []string // FAIL lines with their indented continuations
+	inFailure := false
 	for _, l := range lines {
-		if strings.HasPrefix(l, "FAIL ") {
+		switch {
+		case strings.HasPrefix(l, "FAIL "):
 			failures = append(failures, l)
+			inFailure = true
+		case inFailure && strings.HasPrefix(l, "      "):
+			failures = append(failures, l)
+		default:
+			inFailure = false
 		}
 	}
 	switch {
 	case ctx.Err() != nil:
-		t.Fatalf("%s timed out after %s (summary %q)", pythonScript, pythonTimeout, summary)
+		t.Fatalf("%s timed out after %s (summary %q)", script, pythonTimeout, summary)
 	case err != nil:
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) {
-			t.Fatalf("running %s: %v", pythonScript, err)
+			t.Fatalf("running %s: %v", script, err)
 		}
-		t.Fatalf("%s exited with %v after %s: %s\n%s", pythonScript, err, elapsed, summary, strings.Join(failures, "\n"))
+		t.Fatalf("%s exited with %v after %s: %s\n%s", script, err, elapsed, summary, strings.Join(failures, "\n"))
 	case summary == "":
-		t.Fatalf("%s exited 0 after %s but printed no \"N passed, M failed\" line", pythonScript, elapsed)
+		t.Fatalf("%s exited 0 after %s but printed no \"N passed, M failed\" line", script, elapsed)
 	case !strings.HasSuffix(summary, " 0 failed") || len(failures) > 0:
-		t.Fatalf("%s exited 0 but reported %q\n%s", pythonScript, summary, strings.Join(failures, "\n"))
+		t.Fatalf("%s exited 0 but reported %q\n%s", script, summary, strings.Join(failures, "\n"))
 	}
-	t.Logf("python driver check: %s in %s", summary, elapsed)
+	t.Logf("%s: %s in %s", script, summary, elapsed)
 }
 
 // findPythonDriver returns the Python interpreter ($CQLGATE_PYTHON or
