@@ -109,9 +109,8 @@ type Cluster struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	nodes  map[string]*Node // by Addr
-	nextID int
+	mu    sync.Mutex
+	nodes map[string]*Node // by Addr; ids are 0..len-1 at most, see freeIDLocked
 	// notifyMu serializes OnNodes calls.
 	notifyMu sync.Mutex
 	pools    map[poolKey]*poolEntry

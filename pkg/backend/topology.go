@@ -151,6 +151,12 @@ func (cl *Cluster) loadTopology(ctx context.Context) error {
 		Rack:           lr.text("rack"),
 	}
 	var added, removed []*Node
+	for addr, n := range cl.nodes {
+		if _, ok := found[addr]; !ok {
+			delete(cl.nodes, addr)
+			removed = append(removed, n)
+		}
+	}
 	ring := make([]token.Node, 0, len(found))
 	for addr, n := range found {
 		if old, ok := cl.nodes[addr]; ok {
@@ -159,32 +165,26 @@ func (cl *Cluster) loadTopology(ctx context.Context) error {
 			ring = append(ring, token.Node{ID: old.ID, DC: n.DataCenter, Rack: n.Rack, Tokens: n.Tokens})
 			continue
 		}
-		n.ID = cl.nextID
+		n.ID = cl.freeIDLocked()
 		n.cl = cl
-		cl.nextID++
 		cl.nodes[addr] = n
 		added = append(added, n)
 		ring = append(ring, token.Node{ID: n.ID, DC: n.DataCenter, Rack: n.Rack, Tokens: n.Tokens})
 	}
-	for addr, n := range cl.nodes {
-		if _, ok := found[addr]; !ok {
-			delete(cl.nodes, addr)
-			removed = append(removed, n)
-		}
-	}
 	cl.mu.Unlock()
 	pools := cl.readyPools()
+	// Removed first: a node added now may have a removed node's id.
+	for _, n := range removed {
+		cl.log.Info("node removed", zap.String("node", n.Addr))
+		for _, p := range pools {
+			p.removeNode(n)
+		}
+	}
 	for _, n := range added {
 		n.markUp()
 		cl.log.Info("node discovered", zap.String("node", n.Addr), zap.String("dc", n.DataCenter), zap.String("rack", n.Rack))
 		for _, p := range pools {
 			p.addNode(n, nil)
-		}
-	}
-	for _, n := range removed {
-		cl.log.Info("node removed", zap.String("node", n.Addr))
-		for _, p := range pools {
-			p.removeNode(n)
 		}
 	}
 	if len(added) > 0 || len(removed) > 0 {
@@ -203,6 +203,25 @@ func (cl *Cluster) loadTopology(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// freeIDLocked returns the lowest node id no current node has. Ids of
+// removed nodes are reused, so they stay below the cluster's size however
+// many nodes were replaced (pods come and go): the limiter, hedging and
+// the per-node metrics index small tables by id. Called with cl.mu held.
+func (cl *Cluster) freeIDLocked() int {
+	used := make([]bool, len(cl.nodes)+1)
+	for _, n := range cl.nodes {
+		if n.ID < len(used) {
+			used[n.ID] = true
+		}
+	}
+	for id, u := range used {
+		if !u {
+			return id
+		}
+	}
+	return len(used) // unreachable: len(cl.nodes)+1 slots, len(cl.nodes) nodes
 }
 
 // loadPlacement reads every keyspace's replication and publishes the

@@ -28,6 +28,9 @@ import (
 )
 
 // maxTrackedNodes bounds the nodes whose latency is tracked per statement.
+// Node ids stay below the cluster's size (removed nodes' ids are reused), so
+// this is a bound on cluster size, not on node churn: in larger clusters
+// the nodes with higher ids are not hedged from.
 const maxTrackedNodes = 64
 
 // hedging is the proxy's speculative execution machinery.

@@ -32,8 +32,15 @@ type metrics struct {
 	// backendLatency holds one observer per node, indexed by the dense
 	// backend.Node.ID, so the hot path does no label lookup.
 	backendLatencyVec *prometheus.HistogramVec
-	backendLatency    atomic.Pointer[[]prometheus.Observer]
+	backendLatency    atomic.Pointer[[]nodeObserver]
 	backendLatencyMu  sync.Mutex
+}
+
+// nodeObserver is the latency series of the node that has an id now: ids
+// of removed nodes are reused, so the address says whose it is.
+type nodeObserver struct {
+	addr string
+	obs  prometheus.Observer
 }
 
 func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
@@ -134,20 +141,25 @@ func codeLabel(code int32) string { return "0x" + strconv.FormatInt(int64(code),
 
 // observeBackend records the latency of one answer from node id (addr).
 func (m *metrics) observeBackend(id int, addr string, d time.Duration) {
-	if obs := m.backendLatency.Load(); obs != nil && id < len(*obs) && (*obs)[id] != nil {
-		(*obs)[id].Observe(d.Seconds())
+	if obs := m.backendLatency.Load(); obs != nil && id < len(*obs) && (*obs)[id].addr == addr && (*obs)[id].obs != nil {
+		(*obs)[id].obs.Observe(d.Seconds())
 		return
 	}
 	m.backendLatencyMu.Lock()
-	var next []prometheus.Observer
+	var next []nodeObserver
 	if obs := m.backendLatency.Load(); obs != nil {
 		next = append(next, *obs...)
 	}
 	for len(next) <= id {
-		next = append(next, nil)
+		next = append(next, nodeObserver{})
 	}
-	next[id] = m.backendLatencyVec.WithLabelValues(addr)
+	if old := next[id]; old.obs != nil && old.addr != addr {
+		// The id's previous node was removed: so goes its series, and the
+		// number of series stays the cluster's size through node churn.
+		m.backendLatencyVec.DeleteLabelValues(old.addr)
+	}
+	next[id] = nodeObserver{addr: addr, obs: m.backendLatencyVec.WithLabelValues(addr)}
 	m.backendLatency.Store(&next)
 	m.backendLatencyMu.Unlock()
-	next[id].Observe(d.Seconds())
+	next[id].obs.Observe(d.Seconds())
 }
