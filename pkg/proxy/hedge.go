@@ -286,7 +286,7 @@ func (r *request) Hedge(token uint64) {
 			break
 		}
 		if conn, node = r.pool.OnNodeID(int(p.Node())); conn == nil {
-			p.Release(limiter.Dropped, 0)
+			permit = p
 			reason = skipNoReplica
 			break
 		}
@@ -294,6 +294,10 @@ func (r *request) Hedge(token uint64) {
 	}
 	if reason != "" {
 		hs.mu.Unlock()
+		// Released outside hs.mu: a release admits queued requests,
+		// whose sending takes connection locks, and request expiry takes
+		// a connection's lock and then hs.mu.
+		permit.Release(limiter.Dropped, 0)
 		h.skipped[reason].Inc()
 		return
 	}

@@ -70,10 +70,11 @@ type request struct {
 	armed  bool
 	shared bool
 
-	permit   limiter.Permit  // the zero Permit for requests the limiter skips
-	sent     time.Time       // when it was queued to Cassandra
-	outcome  limiter.Outcome // what to tell the limiter at the end
-	answered bool            // Cassandra's answer arrived (for the latency histogram)
+	permit       limiter.Permit  // the zero Permit for requests the limiter skips
+	admittedLate bool            // admitted from the limiter's queue (Admitted)
+	sent         time.Time       // when it was queued to Cassandra
+	outcome      limiter.Outcome // what to tell the limiter at the end
+	answered     bool            // Cassandra's answer arrived (for the latency histogram)
 }
 
 var requestPool = sync.Pool{New: func() any { return new(request) }}
@@ -235,6 +236,7 @@ func (p *Proxy) class(req *request) int {
 // now; it may run on any goroutine.
 func (r *request) Admitted(p limiter.Permit, now time.Time) {
 	r.permit = p
+	r.admittedLate = true
 	r.c.armHedge(r)
 	if now.IsZero() {
 		now = time.Now()
@@ -350,9 +352,19 @@ func (r *request) queueAvoiding(avoid *backend.Node) *backend.Conn {
 // failUnsent answers a request that no connection took with an error. It
 // never reached Cassandra this time, so its latency says nothing of a node:
 // the limiter gets it back as Dropped, not as a fast success.
+//
+// A request admitted from the queue fails on a goroutine of its own:
+// Admitted runs inside the limiter's Release of another request, and
+// releasing this one's permit there would admit the next queued request
+// inside it, whose failure would do the same: recursion as deep as the
+// queue whenever no node takes requests.
 func (r *request) failUnsent(code int32, msg string) {
 	r.sent = time.Time{}
 	r.outcome = limiter.Dropped
+	if r.admittedLate {
+		go r.fail(code, msg)
+		return
+	}
 	r.fail(code, msg)
 }
 
