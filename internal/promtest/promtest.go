@@ -32,3 +32,28 @@ func Text(tb testing.TB, g prometheus.Gatherer) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// Value returns the value of the unlabelled gauge or counter name in what g
+// gathers (the sum over its series, if it has labels); 0 if it is absent.
+func Value(tb testing.TB, g prometheus.Gatherer, name string) float64 {
+	tb.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var v float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.GetGauge() != nil:
+				v += m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				v += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return v
+}

@@ -82,6 +82,8 @@ type Config struct {
 
 	ClientWriteBufferBytes int `flag:"client-write-buffer-bytes" env:"CQLGATE_CLIENT_WRITE_BUFFER_BYTES" yaml:"client_write_buffer_bytes" default:"67108864" reload:"true" help:"answers waiting to be written to one client, in bytes; a client that stops reading is disconnected when its answers exceed this, so it cannot hold memory or slow anyone else (at least 1048576)"`
 
+	MaxBufferedBytes int `flag:"max-buffered-bytes" env:"CQLGATE_MAX_BUFFERED_BYTES" yaml:"max_buffered_bytes" default:"1073741824" reload:"true" help:"bytes of requests and answers the proxy holds at once, all clients together: each request frame from when it is read until it is answered (queued ones included), each answer until it is written to its client. Past it, new requests get OVERLOADED until answers drain, so many clients with large requests or slow reads cannot exhaust the proxy's memory (at least 16777216)"`
+
 	MaxOrphansPerConnection int `flag:"max-orphans-per-connection" env:"CQLGATE_MAX_ORPHANS_PER_CONNECTION" yaml:"max_orphans_per_connection" default:"1024" help:"timed-out requests still holding a stream id on one Cassandra connection before that connection is replaced: it takes no new requests, a new one is opened, and it closes once nothing but orphans is left on it"`
 
 	AddressMap []string `flag:"address-map" env:"CQLGATE_ADDRESS_MAP" yaml:"address_map" help:"address translation, comma-separated FROM=TO pairs: a node that Cassandra advertises as FROM (HOST or HOST:PORT, as in system.peers) is dialled at TO (HOST:PORT), for NAT, Kubernetes or a fault injector in between"`
@@ -364,6 +366,7 @@ func (c *Config) Validate() error {
 	p.positive("DrainTimeout", c.DrainTimeout)
 	p.intRange("MaxClientConnections", c.MaxClientConnections, 0, 1<<24)
 	p.intRange("ClientWriteBufferBytes", c.ClientWriteBufferBytes, 1<<20, 1<<40)
+	p.intRange("MaxBufferedBytes", c.MaxBufferedBytes, 16<<20, 1<<40)
 	p.intRange("MaxOrphansPerConnection", c.MaxOrphansPerConnection, 1, 32768)
 	if _, err := ParseAddressMap(c.AddressMap); err != nil {
 		p.add("AddressMap", "%v", err)

@@ -55,6 +55,7 @@ func TestDefault(t *testing.T) {
 		SpeculativeBudget:        0.05,
 		MaxClientConnections:     4096,
 		ClientWriteBufferBytes:   64 << 20,
+		MaxBufferedBytes:         1 << 30,
 		MaxOrphansPerConnection:  1024,
 		PreparedCacheEntries:     20000,
 		ProtocolVersionMax:       5,

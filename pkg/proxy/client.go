@@ -324,7 +324,7 @@ func (c *client) enqueue(b *frame.Buf) bool {
 		b.Release()
 		return false
 	}
-	if c.queued+len(b.B) > int(c.p.clientWriteLimit.Load()) && len(c.queue) > 0 {
+	if c.queued+len(b.B) > int(c.p.clientWriteLimit.Load()) && c.queued > 0 {
 		limit := c.p.clientWriteLimit.Load()
 		c.mu.Unlock()
 		b.Release()
@@ -335,6 +335,7 @@ func (c *client) enqueue(b *frame.Buf) bool {
 	}
 	c.queue = append(c.queue, b)
 	c.queued += len(b.B)
+	c.p.buffered.Add(int64(len(b.B)))
 	first := len(c.queue) == 1
 	c.mu.Unlock()
 	return first
@@ -390,20 +391,25 @@ func (c *client) writeQueued() error {
 	for len(c.queue) > 0 && !c.closed {
 		batch := c.queue
 		c.queue = c.spare[:0]
-		c.queued = 0
 		c.mu.Unlock()
 		var err error
+		n := 0
 		for i, b := range batch {
 			if err == nil {
 				err = c.w.WriteFrame(b.B)
 			}
+			n += len(b.B)
 			b.Release()
 			batch[i] = nil
 		}
 		if err == nil {
 			err = c.w.Flush()
 		}
+		c.p.buffered.Add(-int64(n))
 		c.mu.Lock()
+		// Counted until written: a client that stops reading in the middle
+		// of a batch holds that batch too.
+		c.queued -= n
 		c.spare = batch[:0]
 		if err != nil {
 			c.writing = false
@@ -428,6 +434,10 @@ func (c *client) close(err error) {
 	c.closed = true
 	q := c.queue
 	c.queue = nil
+	for _, b := range q {
+		c.queued -= len(b.B)
+		c.p.buffered.Add(-int64(len(b.B)))
+	}
 	pool := c.pool.Load()
 	c.mu.Unlock()
 	for _, b := range q {

@@ -112,11 +112,15 @@ func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
 	for _, code := range []int32{frame.ErrCodeServer, frame.ErrCodeProtocol, frame.ErrCodeOverloaded} {
 		m.byCode[code] = m.proxyErrors.WithLabelValues(codeLabel(code))
 	}
+	buffered := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "cqlgate_buffered_bytes",
+		Help: "Bytes of requests (read, not yet answered) and answers (not yet written) the proxy holds, all clients together; at --max-buffered-bytes new requests get OVERLOADED.",
+	}, func() float64 { return float64(p.buffered.Load()) })
 	prepared := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "cqlgate_prepared_statements",
 		Help: "Prepared statements the proxy remembers for re-preparing.",
 	}, func() float64 { return float64(p.prep.len()) })
-	reg.MustRegister(m.clientConns, m.clientConnsTotal, m.requestDuration, m.proxyErrors, m.reprepares, m.reshaped, m.retries, m.timeouts, m.rejected, m.rejectLatency, m.connsRejected, m.slowClients, m.backendLatencyVec, reqs, prepared)
+	reg.MustRegister(m.clientConns, m.clientConnsTotal, m.requestDuration, m.proxyErrors, m.reprepares, m.reshaped, m.retries, m.timeouts, m.rejected, m.rejectLatency, m.connsRejected, m.slowClients, m.backendLatencyVec, reqs, buffered, prepared)
 	for _, r := range []string{"max_connections", "draining"} {
 		m.connsRejected.WithLabelValues(r)
 	}

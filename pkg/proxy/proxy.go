@@ -58,6 +58,10 @@ type Proxy struct {
 	maxClients atomic.Int64
 	// clientWriteLimit is --client-write-buffer-bytes; reloadable.
 	clientWriteLimit atomic.Int64
+	// buffered counts the bytes of request frames held (read, not yet
+	// answered) and of answers not yet written, all clients together;
+	// bufferLimit is --max-buffered-bytes (reloadable). See admitBytes.
+	buffered, bufferLimit atomic.Int64
 	// keyspaceWeights maps keyspaces to the limiter's priority classes;
 	// replaced on reload.
 	keyspaceWeights atomic.Pointer[config.KeyspaceWeights]
@@ -120,6 +124,7 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (*Proxy,
 	p.keyspaceWeights.Store(&kw)
 	p.maxClients.Store(int64(cfg.MaxClientConnections))
 	p.clientWriteLimit.Store(int64(cfg.ClientWriteBufferBytes))
+	p.bufferLimit.Store(int64(cfg.MaxBufferedBytes))
 	cache, err := newPreparedCache(cfg.PreparedCacheEntries)
 	if err != nil {
 		return nil, err
@@ -527,6 +532,7 @@ func (p *Proxy) Reload(next config.Config) (restart []string, err error) {
 	p.keyspaceWeights.Store(&kw)
 	p.maxClients.Store(int64(next.MaxClientConnections))
 	p.clientWriteLimit.Store(int64(next.ClientWriteBufferBytes))
+	p.bufferLimit.Store(int64(next.MaxBufferedBytes))
 	p.hedging.maxExtra.Store(int32(next.SpeculativeMaxExecutions))
 	p.live = next
 	return restart, nil

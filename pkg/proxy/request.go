@@ -72,6 +72,7 @@ type request struct {
 
 	permit       limiter.Permit  // the zero Permit for requests the limiter skips
 	admittedLate bool            // admitted from the limiter's queue (Admitted)
+	held         int32           // bytes counted in Proxy.buffered for it
 	sent         time.Time       // when it was queued to Cassandra
 	outcome      limiter.Outcome // what to tell the limiter at the end
 	answered     bool            // Cassandra's answer arrived (for the latency histogram)
@@ -191,6 +192,10 @@ func (c *client) forward(req *request) {
 		c.reject(req, frame.ErrCodeOverloaded, "cqlgate: the proxy is shutting down; send new requests to another node")
 		return
 	}
+	if !c.p.admitBytes(req) {
+		c.reject(req, frame.ErrCodeOverloaded, "cqlgate: too many bytes of requests and answers buffered (--max-buffered-bytes)")
+		return
+	}
 	c.inflight.Add(1)
 	// When the request's bytes arrived: the client's wait includes the
 	// time it sat behind the rest of its burst.
@@ -214,6 +219,22 @@ func (c *client) forward(req *request) {
 	if conn := req.queue(time.Now()); conn != nil && !slices.Contains(c.dirty, conn) {
 		c.dirty = append(c.dirty, conn)
 	}
+}
+
+// admitBytes counts req's frame in the bytes the proxy holds, unless that
+// would go past --max-buffered-bytes. Answers are always taken (their
+// requests ran), so the budget is kept by turning new requests away while
+// answers drain: it bounds memory whatever the clients send or fail to
+// read, where --queue-length and --client-write-buffer-bytes bound one
+// count or one client each.
+func (p *Proxy) admitBytes(req *request) bool {
+	n := int64(len(req.buf.B))
+	if p.buffered.Add(n) > p.bufferLimit.Load() {
+		p.buffered.Add(-n)
+		return false
+	}
+	req.held = int32(n)
+	return true
 }
 
 // class returns the admission queue's priority class for req, from the
@@ -555,6 +576,7 @@ func (r *request) finishAt(now time.Time) {
 		}
 	}
 	c.inflight.Add(-1)
+	c.p.buffered.Add(-int64(r.held))
 	r.buf.Release()
 	if r.unprepared != nil {
 		r.unprepared.Release()
