@@ -1,0 +1,288 @@
+package proxy_test
+
+// Tests of the request state machine (request.go, hedge.go) against fake
+// nodes: each one fails on the code before the fix it names.
+
+import (
+	"encoding/binary"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/datastax/go-cassandra-native-protocol/datatype"
+
+	"github.com/cqlgate/cqlgate/internal/fakenode"
+	"github.com/cqlgate/cqlgate/internal/promtest"
+	"github.com/cqlgate/cqlgate/internal/proxytest"
+	"github.com/cqlgate/cqlgate/pkg/config"
+	"github.com/cqlgate/cqlgate/pkg/frame"
+)
+
+// rawConn is a client connection that speaks frames, so that a test sees
+// every answer the proxy sends, on which stream, and nothing is retried or
+// hidden by a driver.
+type rawConn struct {
+	tb      testing.TB
+	version byte
+	nc      net.Conn
+	rd      *frame.Reader
+	w       *frame.Writer
+}
+
+// dialRaw connects to addr and sends STARTUP in version (segments on v5).
+func dialRaw(tb testing.TB, addr string, version byte) *rawConn {
+	tb.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { nc.Close() })
+	c := &rawConn{tb: tb, version: version, nc: nc, rd: frame.NewReader(nc, 1<<20), w: frame.NewWriter(nc)}
+	if resp := c.roundTrip(frame.AppendStartup(nil, version, 0, map[string]string{"CQL_VERSION": "3.0.0"})); frame.Opcode(resp) != frame.OpReady {
+		tb.Fatalf("STARTUP v%d: %s", version, describe(resp))
+	}
+	if version >= frame.V5 {
+		c.rd.EnableSegments(frame.CompressionNone)
+		c.w.EnableSegments(frame.CompressionNone)
+	}
+	return c
+}
+
+func (c *rawConn) send(f []byte) {
+	c.tb.Helper()
+	if err := c.w.WriteFrame(f); err != nil {
+		c.tb.Fatal(err)
+	}
+	if err := c.w.Flush(); err != nil {
+		c.tb.Fatal(err)
+	}
+}
+
+// read returns the next frame the proxy sends, failing the test after 10 s.
+func (c *rawConn) read() []byte {
+	c.tb.Helper()
+	_ = c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, err := c.rd.ReadFrame()
+	if err != nil {
+		c.tb.Fatalf("reading an answer: %v", err)
+	}
+	out := append([]byte(nil), b.B...)
+	b.Release()
+	return out
+}
+
+// roundTrip sends f and returns its answer, which must be the next frame:
+// requests are sent one at a time, so an answer on another stream is an
+// answer too many.
+func (c *rawConn) roundTrip(f []byte) []byte {
+	c.tb.Helper()
+	c.send(f)
+	resp := c.read()
+	if frame.Stream(resp) != frame.Stream(f) {
+		c.tb.Fatalf("sent stream %d, got an answer on stream %d first: %s", frame.Stream(f), frame.Stream(resp), describe(resp))
+	}
+	return resp
+}
+
+// prepare prepares q and returns its PREPARED metadata.
+func (c *rawConn) prepare(stream int16, q string) *frame.PreparedMeta {
+	c.tb.Helper()
+	resp := c.roundTrip(frame.AppendPrepare(nil, c.version, stream, q, ""))
+	meta, err := frame.ParsePrepared(c.version, frame.Body(resp))
+	if frame.Opcode(resp) != frame.OpResult || err != nil {
+		c.tb.Fatalf("PREPARE %q: %s (%v)", q, describe(resp), err)
+	}
+	return meta
+}
+
+// execute builds an EXECUTE of id (with the v5 result metadata id metaID)
+// at consistency ONE, binding values.
+func execute(version byte, stream int16, id, metaID []byte, skipMetadata bool, values ...[]byte) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(len(id)))
+	b = append(b, id...)
+	if version >= frame.V5 {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(metaID)))
+		b = append(b, metaID...)
+	}
+	b = binary.BigEndian.AppendUint16(b, 0x0001)
+	var flags uint32
+	if len(values) > 0 {
+		flags |= frame.QueryFlagValues
+	}
+	if skipMetadata {
+		flags |= frame.QueryFlagSkipMetadata
+	}
+	if version >= frame.V5 {
+		b = binary.BigEndian.AppendUint32(b, flags)
+	} else {
+		b = append(b, byte(flags))
+	}
+	if len(values) > 0 {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(values)))
+		for _, v := range values {
+			b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+			b = append(b, v...)
+		}
+	}
+	return frame.AppendFrame(nil, version, false, 0, stream, frame.OpExecute, b)
+}
+
+// describe names an answer for failure messages: its opcode, and an
+// error's code and message.
+func describe(f []byte) string {
+	if len(f) < frame.HeaderLen {
+		return "short frame"
+	}
+	s := frame.OpcodeName(frame.Opcode(f)) + " on stream " + strconv.Itoa(int(frame.Stream(f)))
+	if frame.Opcode(f) == frame.OpError {
+		if body, err := frame.MessageBody(f); err == nil {
+			code, msg, _ := frame.ErrorCode(body)
+			s += " 0x" + strconv.FormatInt(int64(code), 16) + " " + msg
+		}
+	}
+	return s
+}
+
+// errorCode returns the code of an ERROR answer, failing on any other.
+func errorCode(tb testing.TB, f []byte) int32 {
+	tb.Helper()
+	if frame.Opcode(f) != frame.OpError {
+		tb.Fatalf("want an ERROR, got %s", describe(f))
+	}
+	body, _ := frame.MessageBody(f)
+	code, _, err := frame.ErrorCode(body)
+	if err != nil {
+		tb.Fatalf("ERROR answer: %v", err)
+	}
+	return code
+}
+
+// metricValue returns the value of the sample line of metric (name and
+// labels, as in the text format), or -1 if it is absent.
+func metricValue(tb testing.TB, p *proxytest.Proxy, metric string) float64 {
+	tb.Helper()
+	for _, l := range strings.Split(promtest.Text(tb, p.Reg), "\n") {
+		if v, ok := strings.CutPrefix(l, metric+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				tb.Fatalf("metric %s: %v", l, err)
+			}
+			return f
+		}
+	}
+	return -1
+}
+
+// metricSum returns the sum of every sample of the metric name.
+func metricSum(tb testing.TB, p *proxytest.Proxy, name string) float64 {
+	tb.Helper()
+	sum := 0.0
+	for _, l := range strings.Split(promtest.Text(tb, p.Reg), "\n") {
+		if !strings.HasPrefix(l, name+" ") && !strings.HasPrefix(l, name+"{") {
+			continue
+		}
+		f, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+		if err != nil {
+			tb.Fatalf("metric %s: %v", l, err)
+		}
+		sum += f
+	}
+	return sum
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitNodesUp waits until the proxy reports every node of cl up.
+func waitNodesUp(tb testing.TB, p *proxytest.Proxy, cl *fakenode.Cluster) {
+	tb.Helper()
+	for _, addr := range cl.Addrs() {
+		waitFor(tb, "node "+addr+" up", func() bool {
+			return metricValue(tb, p, `cqlgate_backend_node_up{node="`+addr+`"}`) == 1
+		})
+	}
+}
+
+// poolKiller makes the proxy's v4 connections fail while its v5 ones (the
+// proxy's own pool, opened at start in the highest version) stay up: every
+// v4 frame a node reads once it is on resets its connection, new ones'
+// STARTUP included. The nodes stay up for the proxy, which still has a
+// pool connected to each, while a v4 client's pool has no connection.
+type poolKiller struct{ on atomic.Bool }
+
+func (k *poolKiller) hook(_ *fakenode.Node, r fakenode.Request) fakenode.Action {
+	if k.on.Load() && r.Version == frame.V4 {
+		return fakenode.Action{Fault: fakenode.Reset}
+	}
+	return fakenode.Action{}
+}
+
+var kvCols = []fakenode.Column{fakenode.Key("k", datatype.Int), fakenode.Col("v", datatype.Varchar)}
+
+// TestHedgeTimerDisarmedWhenQueueingFails: a hedge timer armed before the
+// request is queued is disarmed when no connection takes the request. Before
+// the fix, failAt pooled the request with its timer armed, and when it fired
+// Hedge dereferenced the pooled request's nil client on the scheduler
+// goroutine: the process crashed.
+func TestHedgeTimerDisarmedWhenQueueingFails(t *testing.T) {
+	const delay = 20 * time.Millisecond
+	cl := fakenode.StartCluster(t, 2, fakenode.Config{})
+	cl.SetTable("ks.kv", kvCols, [][]byte{fakenode.Int(1), fakenode.Text("one")})
+	var kill poolKiller
+	cl.SetHook(kill.hook)
+	p := proxytest.Start(t, cl.Addrs(), func(c *config.Config) {
+		c.SpeculativeMaxExecutions = 1
+		c.SpeculativeDelay = delay
+		c.ConnectionsPerNode = 1
+	})
+	waitNodesUp(t, p, cl)
+
+	c := dialRaw(t, p.Addr, frame.V4)
+	const q = "SELECT * FROM ks.kv WHERE k = ?"
+	meta := c.prepare(1, q)
+	// One success gives the statement a latency class: from then on its
+	// EXECUTEs arm a hedge timer.
+	if resp := c.roundTrip(execute(4, 2, meta.ID, nil, false, fakenode.Int(1))); frame.Opcode(resp) != frame.OpResult {
+		t.Fatalf("first EXECUTE: %s", describe(resp))
+	}
+
+	// Both v4 connections are reset by the next EXECUTE (sent to one node,
+	// then retried on the other), and cannot be opened again.
+	kill.on.Store(true)
+	errorCode(t, c.roundTrip(execute(4, 3, meta.ID, nil, false, fakenode.Int(1))))
+	waitNodesUp(t, p, cl)
+	skipped := metricSum(t, p, "cqlgate_speculative_skipped_total")
+
+	// Armed, then no connection takes it: one error answer.
+	resp := c.roundTrip(execute(4, 4, meta.ID, nil, false, fakenode.Int(1)))
+	if code := errorCode(t, resp); code != frame.ErrCodeServer {
+		t.Fatalf("EXECUTE with no connection: %s, want a SERVER_ERROR", describe(resp))
+	}
+	if got := metricSum(t, p, "cqlgate_speculative_skipped_total"); got != skipped {
+		t.Fatalf("the request was not armed (hedges skipped went from %v to %v): the test tests nothing", skipped, got)
+	}
+	// Past the hedge delay, once the scheduler has dropped or fired every
+	// timer: nothing crashed, no hedge went out, and the next answer on
+	// the connection is the next request's.
+	waitFor(t, "the hedge timers to fire or be dropped", func() bool {
+		return metricValue(t, p, "cqlgate_speculative_timers_pending") == 0
+	})
+	if resp := c.roundTrip(frame.AppendOptions(nil, 4, 5)); frame.Opcode(resp) != frame.OpSupported {
+		t.Fatalf("OPTIONS: %s", describe(resp))
+	}
+	if got := metricValue(t, p, "cqlgate_speculative_executions_total"); got != 0 {
+		t.Errorf("%v hedges sent for requests that were never queued", got)
+	}
+}
