@@ -286,3 +286,71 @@ func TestHedgeTimerDisarmedWhenQueueingFails(t *testing.T) {
 		t.Errorf("%v hedges sent for requests that were never queued", got)
 	}
 }
+
+// TestUnsentRequestsReleasedAsDropped: a request no connection took goes
+// back to the limiter as Dropped. Before the fix it went back as a Success
+// with the few microseconds it took to fail: with the adaptive limit, a
+// burst of them filled a sample window (100 samples) by itself, which then
+// closed and doubled the node's slow-start limit, as if the node had
+// answered them all. The node's limit must not move on requests it never
+// saw.
+func TestUnsentRequestsReleasedAsDropped(t *testing.T) {
+	cl := fakenode.StartCluster(t, 1, fakenode.Config{})
+	cl.SetTable("ks.kv", kvCols, [][]byte{fakenode.Int(1), fakenode.Text("one")})
+	var kill poolKiller
+	cl.SetHook(kill.hook)
+	p := proxytest.Start(t, cl.Addrs(), func(c *config.Config) {
+		c.SpeculativeMaxExecutions = 0
+		c.ConnectionsPerNode = 1
+		c.LimitMode = "adaptive"
+		c.LimitMin = 2 // slow start from 2: one request in flight is half of it
+	})
+	waitNodesUp(t, p, cl)
+	node := cl.Addrs()[0]
+	limit := `cqlgate_limiter_limit{node="` + node + `"}`
+	changes := `cqlgate_limiter_limit_changes_total{node="` + node + `"}`
+
+	c := dialRaw(t, p.Addr, frame.V4)
+	const q = "SELECT * FROM ks.kv"
+	if resp := c.roundTrip(frame.AppendQuery(nil, 4, 1, q, 0x0001, 0)); frame.Opcode(resp) != frame.OpResult {
+		t.Fatalf("QUERY: %s", describe(resp))
+	}
+	// The v4 connection is reset by the next request and cannot be
+	// opened again; the v5 pool keeps the node up.
+	kill.on.Store(true)
+	errorCode(t, c.roundTrip(frame.AppendQuery(nil, 4, 1, q, 0x0001, 0)))
+	waitNodesUp(t, p, cl)
+	if got := metricValue(t, p, limit); got != 2 {
+		t.Fatalf("%s = %v before the burst, want 2", limit, got)
+	}
+	before := metricValue(t, p, changes)
+
+	// A burst of requests no connection takes: each gets a permit and
+	// its error at once.
+	const burst = 400
+	for i := 0; i < burst; i += 100 {
+		for s := range 100 {
+			if err := c.w.WriteFrame(frame.AppendQuery(nil, 4, int16(s+2), q, 0x0001, 0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for range 100 {
+			if resp := c.read(); errorCode(t, resp) != frame.ErrCodeServer {
+				t.Fatalf("request with no connection: %s, want a SERVER_ERROR", describe(resp))
+			}
+		}
+	}
+	// A window full of samples closes within its 100 ms and a sweep
+	// (10 ms); give it ten times that.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if got := metricValue(t, p, changes); got != before {
+			t.Fatalf("the node's adaptive limit changed (%s %v -> %v, %s = %v) on %d requests that never reached it: their permits were released as successes, not as Dropped",
+				changes, before, got, limit, metricValue(t, p, limit), burst)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
