@@ -354,3 +354,119 @@ func TestUnsentRequestsReleasedAsDropped(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// hangFirst makes the first EXECUTE a node reads once it is on go
+// unanswered (NoAnswer) or answered after delay; the others are answered
+// at once.
+type hangFirst struct {
+	on    atomic.Bool
+	done  atomic.Bool
+	delay time.Duration // 0: never answered
+}
+
+func (h *hangFirst) hook(_ *fakenode.Node, r fakenode.Request) fakenode.Action {
+	if r.Opcode != frame.OpExecute || !h.on.Load() || !h.done.CompareAndSwap(false, true) {
+		return fakenode.Action{}
+	}
+	if h.delay == 0 {
+		return fakenode.Action{Fault: fakenode.NoAnswer}
+	}
+	return fakenode.Action{Delay: h.delay}
+}
+
+// TestNoHedgePastDeadline: a hedge timer that fires past the request's
+// deadline sends nothing (reason deadline); the client gets its timeout.
+// Request expiry runs once a second, so a timer set just past the deadline
+// fires before the timeout is answered: before the fix a hedge was sent
+// then, and the client got rows after its deadline had passed.
+func TestNoHedgePastDeadline(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	cl := fakenode.StartCluster(t, 2, fakenode.Config{})
+	cl.SetTable("ks.kv", kvCols, [][]byte{fakenode.Int(1), fakenode.Text("one")})
+	var hang hangFirst
+	cl.SetHook(hang.hook)
+	p := proxytest.Start(t, cl.Addrs(), func(c *config.Config) {
+		c.SpeculativeMaxExecutions = 1
+		c.SpeculativeDelay = timeout + 2*time.Millisecond
+		c.SpeculativeBudget = 1
+		c.RequestTimeout = timeout
+	})
+	waitNodesUp(t, p, cl)
+	c := dialRaw(t, p.Addr, frame.V4)
+	meta := c.prepare(1, "SELECT * FROM ks.kv WHERE k = ?")
+	if resp := c.roundTrip(execute(4, 2, meta.ID, nil, false, fakenode.Int(1))); frame.Opcode(resp) != frame.OpResult {
+		t.Fatalf("first EXECUTE: %s", describe(resp))
+	}
+	hang.on.Store(true)
+	resp := c.roundTrip(execute(4, 3, meta.ID, nil, false, fakenode.Int(1)))
+	if frame.Opcode(resp) != frame.OpError || !strings.Contains(describe(resp), "request timeout") {
+		t.Errorf("EXECUTE whose node never answers: %s, want the proxy's timeout error", describe(resp))
+	}
+	if got := metricValue(t, p, "cqlgate_speculative_executions_total"); got != 0 {
+		t.Errorf("%v hedges sent past the request's deadline", got)
+	}
+	// Skipped for the deadline, unless request expiry happened to run
+	// in the 2 ms between the deadline and the timer.
+	t.Logf("skipped for the deadline: %v", metricValue(t, p, `cqlgate_speculative_skipped_total{reason="deadline"}`))
+}
+
+// TestHedgedPrimaryLatencyRecorded: the latency of a hedged request's
+// primary attempt, answered after its hedge, is a sample of the hedge
+// delay's percentile. Before the fix only the hedge's latency was: slow
+// primaries were left out and the delay drifted low.
+func TestHedgedPrimaryLatencyRecorded(t *testing.T) {
+	cl := fakenode.StartCluster(t, 2, fakenode.Config{})
+	cl.SetTable("ks.kv", kvCols, [][]byte{fakenode.Int(1), fakenode.Text("one")})
+	hang := hangFirst{delay: 100 * time.Millisecond}
+	cl.SetHook(hang.hook)
+	p := proxytest.Start(t, cl.Addrs(), func(c *config.Config) {
+		c.SpeculativeMaxExecutions = 1
+		// Adaptive (samples are kept), pinned to 20 ms.
+		c.SpeculativeDelay = 0
+		c.SpeculativeDelayMin = 20 * time.Millisecond
+		c.SpeculativeDelayMax = 20 * time.Millisecond
+		c.SpeculativeBudget = 1
+	})
+	waitNodesUp(t, p, cl)
+	c := dialRaw(t, p.Addr, frame.V4)
+	meta := c.prepare(1, "SELECT * FROM ks.kv WHERE k = ?")
+	// The adaptive delay is known once a node has 100 samples (the
+	// EXECUTEs are spread over both nodes) and its cached value was
+	// refreshed (every 100 ms): until an EXECUTE is armed, it is counted
+	// as warming up.
+	const warming = `cqlgate_speculative_skipped_total{reason="warming_up"}`
+	for i := 0; ; i++ {
+		w := metricValue(t, p, warming)
+		if resp := c.roundTrip(execute(4, 2, meta.ID, nil, false, fakenode.Int(1))); frame.Opcode(resp) != frame.OpResult {
+			t.Fatalf("warm-up EXECUTE: %s", describe(resp))
+		}
+		if i >= 200 && metricValue(t, p, warming) == w {
+			break // armed
+		}
+		if i > 10000 {
+			t.Fatal("the hedge delay is still warming up after 10000 EXECUTEs")
+		}
+	}
+	const samples = `cqlgate_speculative_delay_samples{class="ks.kv"}`
+	const answers = "cqlgate_backend_request_duration_seconds_count"
+	warm := metricValue(t, p, samples)
+	before := metricSum(t, p, answers)
+
+	hang.on.Store(true)
+	if resp := c.roundTrip(execute(4, 3, meta.ID, nil, false, fakenode.Int(1))); frame.Opcode(resp) != frame.OpResult {
+		t.Fatalf("hedged EXECUTE: %s", describe(resp))
+	}
+	if got := metricValue(t, p, "cqlgate_speculative_wins_total"); got != 1 {
+		t.Fatalf("cqlgate_speculative_wins_total = %v, want 1: the hedge did not answer first\n%s", got, grepLines(promtest.Text(t, p.Reg), "cqlgate_speculative"))
+	}
+	// The primary's late answer arrives: both attempts' latencies are
+	// samples.
+	waitFor(t, "the slow primary's answer", func() bool { return metricSum(t, p, answers) == before+2 })
+	deadline := time.Now().Add(time.Second)
+	for metricValue(t, p, samples) != warm+2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := metricValue(t, p, samples); got != warm+2 {
+		t.Errorf("%s = %v, want %v: the warm-up's, the hedge's and the hedged primary's", samples, got, warm+2)
+	}
+}
