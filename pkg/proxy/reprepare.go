@@ -73,7 +73,7 @@ func (r *request) prepareAndResend(id []byte, st *statement, node *backend.Node)
 		conn.Flush()
 		return
 	}
-	r.send(nil)
+	r.resend(nil)
 }
 
 // holdsResultMetadata reports whether a v5 EXECUTE names the result

@@ -33,6 +33,29 @@ const maxRetries = 2
 
 // request is one client request on its way through the proxy. It is the
 // backend.Handler for its own answer, so forwarding allocates nothing.
+//
+// Who may touch a request, and when. It has one owner at a time, and each
+// hand-off goes through a lock or a channel that orders it:
+//
+//  1. The client's read loop builds it (handle), routes it and, when a
+//     permit is free, queues it on a backend connection (forward,
+//     dispatch).
+//  2. Without a free permit it waits in the limiter's queue. Whoever frees
+//     room (a goroutine releasing another request's permit, usually a
+//     backend read loop) calls Admitted, or the limiter's sweeper calls
+//     Rejected.
+//  3. Once queued on a connection, that connection owns it: its read loop
+//     calls OnResponse or OnFailure exactly once, and the upkeep loop may
+//     call OnTimeout before that, under the connection's lock.
+//  4. A resend (OnFailure's retry, resendNotExecuted, reprepare) hands it
+//     to another connection (3 again), or to a goroutine of its own that
+//     waits for a re-prepare or for schema agreement and then owns it.
+//  5. An armed hedge timer shares it with the scheduler's goroutine
+//     (Hedge): from the moment the timer fires, its fate is decided under
+//     hs.mu, and it is never pooled again (shared).
+//
+// Every path ends in finishAt, the one exit: the limiter gets the permit
+// back, the histograms their sample, the pools the frame and the request.
 type request struct {
 	c      *client
 	buf    *frame.Buf // the request frame; its stream id is rewritten per send
@@ -208,7 +231,7 @@ func (c *client) forward(req *request) {
 		if !ok {
 			// The queue's wait starts now, not when the burst arrived: its
 			// target is about the limiter's queue, not the read loop's.
-			c.p.limiter.AcquireAt(req, c.flow, c.p.class(req), req.cands, time.Unix(0, req.deadline), time.Now())
+			c.p.limiter.AcquireAt(req, c.flow, c.p.priorityClass(req), req.cands, time.Unix(0, req.deadline), time.Now())
 			return
 		}
 		req.permit = p
@@ -216,7 +239,7 @@ func (c *client) forward(req *request) {
 	}
 	// Sent now, not when the burst arrived: the backend latency, which the
 	// adaptive limit reads, is Cassandra's, not the read loop's.
-	if conn := req.queue(time.Now()); conn != nil && !slices.Contains(c.dirty, conn) {
+	if conn := req.dispatch(time.Now()); conn != nil && !slices.Contains(c.dirty, conn) {
 		c.dirty = append(c.dirty, conn)
 	}
 }
@@ -237,11 +260,11 @@ func (p *Proxy) admitBytes(req *request) bool {
 	return true
 }
 
-// class returns the admission queue's priority class for req, from the
+// priorityClass returns the admission queue's priority class for req, from the
 // keyspace it works in: a prepared statement's table's (route found it),
 // else the client's current one. It runs only when the request has to
 // queue.
-func (p *Proxy) class(req *request) int {
+func (p *Proxy) priorityClass(req *request) int {
 	kw := p.keyspaceWeights.Load()
 	if len(kw.Class) == 0 {
 		return 0
@@ -262,7 +285,7 @@ func (r *request) Admitted(p limiter.Permit, now time.Time) {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	if conn := r.queue(now); conn != nil {
+	if conn := r.dispatch(now); conn != nil {
 		conn.Kick()
 	}
 }
@@ -306,19 +329,19 @@ func (p *Proxy) overloadedMessage(reason limiter.Reason) string {
 	return m.text
 }
 
-// send sends the request on the least-loaded node other than avoid (when
+// resend sends the request on the least-loaded node other than avoid (when
 // there is another) and flushes; it is the path for requests sent again
 // from other goroutines than the client's read loop.
-func (r *request) send(avoid *backend.Node) {
-	if conn := r.queueAvoiding(avoid); conn != nil {
+func (r *request) resend(avoid *backend.Node) {
+	if conn := r.dispatchAvoiding(avoid); conn != nil {
 		conn.Flush()
 	}
 }
 
-// queue queues the request, sent now, on the node its permit names, or on
+// dispatch queues the request, sent now, on the node its permit names, or on
 // the least-loaded node when it has no permit or that node has no
 // connection in the request's pool.
-func (r *request) queue(now time.Time) *backend.Conn {
+func (r *request) dispatch(now time.Time) *backend.Conn {
 	r.sent = now
 	if r.permit != (limiter.Permit{}) {
 		if conn, node := r.pool.OnNodeID(int(r.permit.Node())); conn != nil {
@@ -331,14 +354,14 @@ func (r *request) queue(now time.Time) *backend.Conn {
 			}
 		}
 	}
-	return r.queueAvoiding(nil)
+	return r.dispatchAvoiding(nil)
 }
 
-// queueAvoiding picks the least-loaded node (other than avoid, when there
+// dispatchAvoiding picks the least-loaded node (other than avoid, when there
 // is one) and queues the request there, returning the connection to flush;
 // if no connection can take it, the client gets an error on its stream and
 // the result is nil.
-func (r *request) queueAvoiding(avoid *backend.Node) *backend.Conn {
+func (r *request) dispatchAvoiding(avoid *backend.Node) *backend.Conn {
 	for attempt := 0; attempt < 3; attempt++ {
 		conn, np := r.pool.Pick(avoid)
 		if conn == nil && avoid != nil {
@@ -526,7 +549,7 @@ func (r *request) OnFailure(conn *backend.Conn, err error, sent bool) {
 	if r.retries < maxRetries && (!sent || (r.retries == 0 && r.idempotent())) {
 		r.retries++
 		r.c.p.metrics.retries.Inc()
-		r.send(r.node)
+		r.resend(r.node)
 		return
 	}
 	r.c.log.Debug("backend connection lost with request in flight", zap.String("node", conn.Addr()), zap.Error(err))

@@ -55,15 +55,15 @@ func TestClassFollowsTheStatementsKeyspace(t *testing.T) {
 	ks := "analytics"
 	c.keyspace.Store(&ks)
 	req := &request{c: c}
-	if got := p.class(req); got != kw.Class["analytics"] {
+	if got := p.priorityClass(req); got != kw.Class["analytics"] {
 		t.Errorf("client keyspace analytics: class %d; want %d", got, kw.Class["analytics"])
 	}
 	req.st = &statement{routeKS: "orders"}
-	if got := p.class(req); got != kw.Class["orders"] {
+	if got := p.priorityClass(req); got != kw.Class["orders"] {
 		t.Errorf("statement on orders: class %d; want %d", got, kw.Class["orders"])
 	}
 	req.st = &statement{routeKS: "other"}
-	if got := p.class(req); got != 0 {
+	if got := p.priorityClass(req); got != 0 {
 		t.Errorf("unlisted keyspace: class %d; want 0", got)
 	}
 }
