@@ -8,6 +8,9 @@
 //
 // Exit status: 0 after a clean shutdown, --help or --version; 1 on a runtime
 // error; 2 on a usage or configuration error.
+//
+// It only wires settings, logging, the admin server and signals to
+// pkg/proxy; it must not hold request logic of its own.
 package main
 
 import (

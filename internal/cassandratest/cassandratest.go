@@ -27,6 +27,9 @@
 //   - CQLGATE_CASSANDRA_SCRIPT: path of cassandra-local.sh (default: found from this source file
 //     or the module root).
 //   - the variables of cassandra-local.sh (CQLGATE_CASSANDRA_CACHE, CQLGATE_CASSANDRA_START_TIMEOUT, ...).
+//
+// It must not touch a Cassandra it did not start (a user's node on 127.0.0.1 is left alone) and
+// stops only nodes it started, by pid.
 package cassandratest
 
 import (

@@ -13,4 +13,5 @@
 // the generated tables are inserted. The package is a library for the test
 // in test/deploy that regenerates the documents with -update (`make docs`)
 // and fails when a checked-in document differs; it is not a command.
+// It must not describe anything by hand that the code can tell.
 package docgen

@@ -2,6 +2,8 @@
 // library) between the proxy and a Cassandra node on loopback, for tests
 // that need a slow, reset or black-holed node. The proxy reaches the
 // injector through its address map (--address-map NODE=INJECTOR).
+// It listens on loopback only and must never point at anything but the
+// test's own nodes.
 package faultinject
 
 import (

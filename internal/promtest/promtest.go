@@ -1,5 +1,6 @@
 // Package promtest renders Prometheus registries for tests that compare
 // exported series with what they expect.
+// It only reads registries; it must not register or change anything.
 package promtest
 
 import (

@@ -1,5 +1,7 @@
 // Package proxytest runs a cqlgate proxy inside a test process, in front of
 // real Cassandra nodes, and stops it when the test ends.
+// It must not change the proxy's behaviour: it starts the real pkg/proxy
+// with config.Default() and the test's changes, and nothing else.
 package proxytest
 
 import (

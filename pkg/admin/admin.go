@@ -4,6 +4,9 @@
 //	/healthz  200 "ok" while the process runs (liveness)
 //	/readyz   200 "ok" when the readiness function returns nil, else 503
 //	          with its error text (readiness)
+//
+// It must not serve CQL or know about requests: it only exposes what it
+// is given (a registry, a readiness function).
 package admin
 
 import (

@@ -2,6 +2,10 @@
 // multiplexes up to 32,768 requests over one TCP connection by stream id, a
 // Pool keeps connections to every node for one protocol version and keyspace,
 // and a Cluster discovers the nodes and hands out pools.
+//
+// It knows nothing of clients, of the limiter or of what a request means:
+// it must not decide whether a request may be sent again (the Handler
+// does, from OnFailure's sent flag) nor block a Handler's caller.
 package backend
 
 import (

@@ -2,6 +2,11 @@
 // connections from unmodified drivers, answers the handshake and the system
 // tables itself so that drivers see only the proxy, and forwards every other
 // request to a Cassandra node over shared, multiplexed connections.
+//
+// It ties the leaf packages together (frame, backend, limiter,
+// speculative, systables, auth) and must not re-implement them: wire
+// format, connections, admission and hedge timing live there. Who may touch
+// a request when is written once, on the request type in request.go.
 package proxy
 
 import (

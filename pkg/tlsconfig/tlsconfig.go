@@ -9,6 +9,8 @@
 // leaves the previous one in use until both files agree again.
 //
 // Both sides accept TLS 1.2 and 1.3 only, like Cassandra 5.0.
+// It must not log or expose key material, and it imports nothing of the
+// project.
 package tlsconfig
 
 import (

@@ -18,4 +18,6 @@
 // keyspace is unknown, uses LocalStrategy, or names no data center of the
 // ring. Tokens are those of Murmur3Partitioner only; a cluster with another
 // partitioner (whose tokens NewRing refuses) gets no token awareness.
+//
+// It must not do I/O: the tables are built from what the caller read.
 package token
