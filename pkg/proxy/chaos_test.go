@@ -45,7 +45,7 @@ var (
 	chaosSeeds    = flag.Int("chaos.seeds", 0, "TestChaos: number of seeds to run (default 200, or $CQLGATE_CHAOS_SEEDS)")
 	chaosFrom     = flag.Uint64("chaos.from", 1, "TestChaos: first seed")
 	chaosSeed     = flag.Uint64("chaos.seed", 0, "TestChaos: run this one seed only")
-	chaosParallel = flag.Int("chaos.parallel", 4, "TestChaos: seeds run at once (each mostly waits on timers)")
+	chaosParallel = flag.Int("chaos.parallel", 8, "TestChaos: seeds run at once (each mostly waits on timers)")
 )
 
 // chaosTwoHedges: with --speculative-max-executions 2, Hedge re-arms the
@@ -248,8 +248,12 @@ collect:
 		n.Resume()
 		n.DropConnections()
 	}
+	drainAt := time.Now()
 	if msg := waitDrained(p.Reg, 5*time.Second); msg != "" {
 		fail("not drained 5s after the last answer: %s", msg)
+	}
+	if d := time.Since(drainAt); d > time.Second {
+		t.Logf("seed %d: drained after %s", seed, d.Round(time.Millisecond))
 	}
 	// Late duplicates would have arrived by now; the reader stops here.
 	c.nc.Close()
@@ -257,7 +261,11 @@ collect:
 	c.mu.Lock()
 	report = append(report, c.problems...)
 	c.mu.Unlock()
+	stopAt := time.Now()
 	p.Stop()
+	if d := time.Since(stopAt); d > time.Second {
+		t.Logf("seed %d: the proxy took %s to stop", seed, d.Round(time.Millisecond))
+	}
 	cl.Close() // every frame the nodes hold is executed or dropped: the counts are final
 
 	// Invariant 2: requests that are not idempotent ran at most once, and
