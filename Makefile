@@ -54,6 +54,14 @@ overload-remote: ## the same against a node 2 ms away (fault injector), the buil
 overload-loadgen: ## the same steps offered by loadgen (gocql), which falls behind past about 1x on two cores
 	bash scripts/overload.sh
 
+SEEDS ?= 10000
+CHAOS_FROM ?= 1
+CHAOS_PARALLEL ?= 8
+
+.PHONY: chaos
+chaos: ## the chaos test (pkg/proxy TestChaos) over SEEDS seeds from CHAOS_FROM, with -race; a failing seed reruns with -chaos.seed=S
+	CQLGATE_SKIP_CASSANDRA=1 $(GO) test -race -count=1 -timeout 0 -run '^TestChaos$$' ./pkg/proxy/ -chaos.seeds=$(SEEDS) -chaos.from=$(CHAOS_FROM) -chaos.parallel=$(CHAOS_PARALLEL)
+
 .PHONY: microbench
 microbench: ## Go benchmarks of the frame layer and the hot path
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/frame/ ./pkg/systables/ ./pkg/proxy/ ./pkg/token/ ./pkg/speculative/ ./pkg/limiter/
