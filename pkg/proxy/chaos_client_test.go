@@ -167,14 +167,6 @@ func (c *chaosConn) onAnswer(f []byte) {
 	c.answered <- struct{}{}
 }
 
-func describe(f []byte) string {
-	if frame.Opcode(f) != frame.OpError {
-		return frame.OpcodeName(frame.Opcode(f))
-	}
-	code, msg, _ := frame.ErrorCode(frame.Body(f))
-	return fmt.Sprintf("ERROR 0x%04x %s", code, msg)
-}
-
 // send writes r (queued until flush). It waits for room in the window, at
 // most until giveUp; false means the window never opened.
 func (c *chaosConn) send(r *chaosReq, giveUp time.Time) (bool, error) {

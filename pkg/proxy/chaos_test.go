@@ -48,15 +48,6 @@ var (
 	chaosParallel = flag.Int("chaos.parallel", 8, "TestChaos: seeds run at once (each mostly waits on timers)")
 )
 
-// chaosTwoHedges: with --speculative-max-executions 2, Hedge re-arms the
-// request's timer after sending the first hedge, and primaryAnswered takes
-// a successful Disarm of that second arming for "no hedge was sent": the
-// primary's answer goes to the client and the request is pooled while the
-// hedge is in flight; the hedge's answer is then a second answer on the
-// stream, or a nil dereference in attempt.OnResponse (seed 10 shows it).
-// Until that is fixed seeds run with at most one hedge unless this is set.
-var chaosTwoHedges = flag.Bool("chaos.two-hedges", false, "TestChaos: allow --speculative-max-executions 2 (a known bug fails such seeds)")
-
 const defaultChaosSeeds = 200
 
 func TestChaos(t *testing.T) {
@@ -132,11 +123,6 @@ func runChaosSeed(t *testing.T, seed uint64) {
 	cl.SetTable("ks.c", []fakenode.Column{fakenode.Key("k", datatype.Int), fakenode.Col("n", datatype.Counter)})
 	timeout := time.Duration(300+rng.IntN(701)) * time.Millisecond
 	hedges := rng.IntN(3)
-	if hedges == 2 && !*chaosTwoHedges {
-		// Known bug (see chaosTwoHedges): drawn, then clamped, so that
-		// every seed keeps its schedule when the clamp goes.
-		hedges = 1
-	}
 	nodeLimit := []int{1, 2, 4, 1024}[rng.IntN(4)]
 	queue := []int{0, 2, 8, 1 << 17}[rng.IntN(4)]
 	conns := 1 + rng.IntN(2)

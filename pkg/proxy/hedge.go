@@ -402,12 +402,16 @@ func (r *request) recordLatency(resp []byte, id int, d time.Duration, now time.T
 // then goes on as for any request, and the request is no longer armed.
 func (r *request) primaryAnswered(conn *backend.Conn, resp *frame.Buf) bool {
 	hs := r.hs
-	if r.c.p.hedging.sched.Disarm(&hs.timer) {
+	// After a hedge, Hedge re-arms the timer for the next one, so a timer
+	// disarmed in time does not mean no hedge is out. hs.hedges is read
+	// without hs.mu: it was written before the arming that Disarm stopped,
+	// and the timer's atomic state orders the two.
+	if r.c.p.hedging.sched.Disarm(&hs.timer) && hs.hedges == 0 {
 		r.armed = false
 		return false
 	}
 	// The timer fired: the scheduler may still call Hedge on this request,
-	// which must therefore never be reused.
+	// and an attempt may still answer; it must therefore never be reused.
 	r.shared = true
 	hs.mu.Lock()
 	hs.primaryDone = true

@@ -487,14 +487,20 @@ func (r *request) resendNotExecuted(resp *frame.Buf) bool {
 	if conn == nil {
 		return false
 	}
+	// Set before it is queued: from then on the new connection owns the
+	// request, and may fail it at once on its own goroutine.
+	p := r.c.p
+	prev := r.node
+	r.retries++
+	r.node = np.Node()
 	if conn.QueueBy(r.buf.B, r, r.deadline) != nil {
+		r.retries--
+		r.node = prev
 		return false
 	}
 	resp.Release()
-	r.retries++
-	r.node = np.Node()
-	r.c.p.metrics.retries.Inc()
-	conn.Kick() // a read loop never writes to another node's socket
+	p.metrics.retries.Inc() // not r.c: r may be finished and pooled by now
+	conn.Kick()             // a read loop never writes to another node's socket
 	return true
 }
 
