@@ -6,7 +6,8 @@
 // environment variable, YAML key, default, help text and whether it can be
 // reloaded or must be masked in logs; the loaders, the usage text, LogSafe and
 // Fields are all driven by those tags, so adding a setting means adding one
-// field (plus its checks in Validate).
+// field. The tags also bound numeric settings (min, max, and above for an
+// exclusive minimum), which Validate checks; other checks are code there.
 //
 // Lists are comma-separated in flags and environment variables and YAML
 // sequences in the file. Durations use Go syntax everywhere (300ms, 5s,
@@ -60,31 +61,31 @@ type Config struct {
 
 	AdvertiseAddress string `flag:"advertise-address" env:"CQLGATE_ADVERTISE_ADDRESS" yaml:"advertise_address" help:"IP address reported to drivers as this node's rpc_address; defaults to the host of the first --listen address, and must be set when that host is unspecified (0.0.0.0 or ::) or a name"`
 
-	ConnectionsPerNode int `flag:"connections-per-node" env:"CQLGATE_CONNECTIONS_PER_NODE" yaml:"connections_per_node" default:"1" help:"connections kept open to each Cassandra node per pool (1-64); one carries up to 32,768 requests at once, and fewer connections mean larger batches per syscall"`
+	ConnectionsPerNode int `flag:"connections-per-node" env:"CQLGATE_CONNECTIONS_PER_NODE" yaml:"connections_per_node" default:"1" min:"1" max:"64" help:"connections kept open to each Cassandra node per pool (1-64); one carries up to 32,768 requests at once, and fewer connections mean larger batches per syscall"`
 
-	MaxFrameBytes int `flag:"max-frame-bytes" env:"CQLGATE_MAX_FRAME_BYTES" yaml:"max_frame_bytes" default:"16777216" help:"largest frame accepted from a client or a node, in bytes (65536-268435456); like Cassandra's native_transport_max_frame_size"`
+	MaxFrameBytes int `flag:"max-frame-bytes" env:"CQLGATE_MAX_FRAME_BYTES" yaml:"max_frame_bytes" default:"16777216" min:"65536" max:"268435456" help:"largest frame accepted from a client or a node, in bytes (65536-268435456); like Cassandra's native_transport_max_frame_size"`
 
-	ConnectTimeout time.Duration `flag:"connect-timeout" env:"CQLGATE_CONNECT_TIMEOUT" yaml:"connect_timeout" default:"5s" help:"time allowed to connect to a Cassandra node, including the protocol handshake"`
+	ConnectTimeout time.Duration `flag:"connect-timeout" env:"CQLGATE_CONNECT_TIMEOUT" yaml:"connect_timeout" default:"5s" above:"0s" help:"time allowed to connect to a Cassandra node, including the protocol handshake"`
 
 	KeyspacePoolIdleTimeout time.Duration `flag:"keyspace-pool-idle-timeout" env:"CQLGATE_KEYSPACE_POOL_IDLE_TIMEOUT" yaml:"keyspace_pool_idle_timeout" default:"10m" help:"close the connections opened for a keyspace (one pool per keyspace that clients USE) once no client has used it for this long (at least 1s, and never less than --request-timeout, so the last client's requests finish first); 0 keeps them open"`
 
 	HeartbeatInterval time.Duration `flag:"heartbeat-interval" env:"CQLGATE_HEARTBEAT_INTERVAL" yaml:"heartbeat_interval" default:"30s" help:"interval between heartbeats on idle node connections; 0 disables them"`
 
-	ReconnectBaseDelay time.Duration `flag:"reconnect-base-delay" env:"CQLGATE_RECONNECT_BASE_DELAY" yaml:"reconnect_base_delay" default:"200ms" help:"delay before the first attempt to reconnect to a node; it grows exponentially with each failure"`
+	ReconnectBaseDelay time.Duration `flag:"reconnect-base-delay" env:"CQLGATE_RECONNECT_BASE_DELAY" yaml:"reconnect_base_delay" default:"200ms" above:"0s" help:"delay before the first attempt to reconnect to a node; it grows exponentially with each failure"`
 
-	ReconnectMaxDelay time.Duration `flag:"reconnect-max-delay" env:"CQLGATE_RECONNECT_MAX_DELAY" yaml:"reconnect_max_delay" default:"30s" help:"upper bound of the reconnect delay; at least --reconnect-base-delay"`
+	ReconnectMaxDelay time.Duration `flag:"reconnect-max-delay" env:"CQLGATE_RECONNECT_MAX_DELAY" yaml:"reconnect_max_delay" default:"30s" above:"0s" help:"upper bound of the reconnect delay; at least --reconnect-base-delay"`
 
-	RequestTimeout time.Duration `flag:"request-timeout" env:"CQLGATE_REQUEST_TIMEOUT" yaml:"request_timeout" default:"15s" help:"proxy-side deadline of a request; keep it above the cluster's server-side timeouts (read_request_timeout, write_request_timeout, range_request_timeout...) so that Cassandra reports its own timeouts first"`
+	RequestTimeout time.Duration `flag:"request-timeout" env:"CQLGATE_REQUEST_TIMEOUT" yaml:"request_timeout" default:"15s" above:"0s" help:"proxy-side deadline of a request; keep it above the cluster's server-side timeouts (read_request_timeout, write_request_timeout, range_request_timeout...) so that Cassandra reports its own timeouts first"`
 
-	DrainTimeout time.Duration `flag:"drain-timeout" env:"CQLGATE_DRAIN_TIMEOUT" yaml:"drain_timeout" default:"20s" help:"on SIGTERM, how long requests in flight may take to finish before connections close; new requests meanwhile get OVERLOADED so drivers move to another node. Keep the pod's termination grace period above it"`
+	DrainTimeout time.Duration `flag:"drain-timeout" env:"CQLGATE_DRAIN_TIMEOUT" yaml:"drain_timeout" default:"20s" above:"0s" help:"on SIGTERM, how long requests in flight may take to finish before connections close; new requests meanwhile get OVERLOADED so drivers move to another node. Keep the pod's termination grace period above it"`
 
-	MaxClientConnections int `flag:"max-client-connections" env:"CQLGATE_MAX_CLIENT_CONNECTIONS" yaml:"max_client_connections" default:"4096" reload:"true" help:"client connections served at once; one more gets OVERLOADED in answer to its first message and is closed (0 means no limit)"`
+	MaxClientConnections int `flag:"max-client-connections" env:"CQLGATE_MAX_CLIENT_CONNECTIONS" yaml:"max_client_connections" default:"4096" reload:"true" min:"0" max:"16777216" help:"client connections served at once; one more gets OVERLOADED in answer to its first message and is closed (0 means no limit)"`
 
-	ClientWriteBufferBytes int `flag:"client-write-buffer-bytes" env:"CQLGATE_CLIENT_WRITE_BUFFER_BYTES" yaml:"client_write_buffer_bytes" default:"67108864" reload:"true" help:"answers waiting to be written to one client, in bytes; a client that stops reading is disconnected when its answers exceed this, so it cannot hold memory or slow anyone else (at least 1048576)"`
+	ClientWriteBufferBytes int `flag:"client-write-buffer-bytes" env:"CQLGATE_CLIENT_WRITE_BUFFER_BYTES" yaml:"client_write_buffer_bytes" default:"67108864" reload:"true" min:"1048576" max:"1099511627776" help:"answers waiting to be written to one client, in bytes; a client that stops reading is disconnected when its answers exceed this, so it cannot hold memory or slow anyone else (at least 1048576)"`
 
-	MaxBufferedBytes int `flag:"max-buffered-bytes" env:"CQLGATE_MAX_BUFFERED_BYTES" yaml:"max_buffered_bytes" default:"1073741824" reload:"true" help:"bytes of requests and answers the proxy holds at once, all clients together: each request frame from when it is read until it is answered (queued ones included), each answer until it is written to its client. Past it, new requests get OVERLOADED until answers drain, so many clients with large requests or slow reads cannot exhaust the proxy's memory (at least 16777216)"`
+	MaxBufferedBytes int `flag:"max-buffered-bytes" env:"CQLGATE_MAX_BUFFERED_BYTES" yaml:"max_buffered_bytes" default:"1073741824" reload:"true" min:"16777216" max:"1099511627776" help:"bytes of requests and answers the proxy holds at once, all clients together: each request frame from when it is read until it is answered (queued ones included), each answer until it is written to its client. Past it, new requests get OVERLOADED until answers drain, so many clients with large requests or slow reads cannot exhaust the proxy's memory (at least 16777216)"`
 
-	MaxOrphansPerConnection int `flag:"max-orphans-per-connection" env:"CQLGATE_MAX_ORPHANS_PER_CONNECTION" yaml:"max_orphans_per_connection" default:"1024" help:"timed-out requests still holding a stream id on one Cassandra connection before that connection is replaced: it takes no new requests, a new one is opened, and it closes once nothing but orphans is left on it"`
+	MaxOrphansPerConnection int `flag:"max-orphans-per-connection" env:"CQLGATE_MAX_ORPHANS_PER_CONNECTION" yaml:"max_orphans_per_connection" default:"1024" min:"1" max:"32768" help:"timed-out requests still holding a stream id on one Cassandra connection before that connection is replaced: it takes no new requests, a new one is opened, and it closes once nothing but orphans is left on it"`
 
 	AddressMap []string `flag:"address-map" env:"CQLGATE_ADDRESS_MAP" yaml:"address_map" help:"address translation, comma-separated FROM=TO pairs: a node that Cassandra advertises as FROM (HOST or HOST:PORT, as in system.peers) is dialled at TO (HOST:PORT), for NAT, Kubernetes or a fault injector in between"`
 
@@ -92,49 +93,49 @@ type Config struct {
 
 	KeyspaceWeights []string `flag:"keyspace-weights" env:"CQLGATE_KEYSPACE_WEIGHTS" yaml:"keyspace_weights" reload:"true" help:"priority classes by keyspace for the admission queue, comma-separated KEYSPACE=WEIGHT pairs (weight 1-1000), with * for every other keyspace (default weight 1): under saturation each class gets at least its weight's share of the requests leaving the queue, e.g. orders=8,analytics=1,*=2"`
 
-	SpeculativeMaxExecutions int `flag:"speculative-max-executions" env:"CQLGATE_SPECULATIVE_MAX_EXECUTIONS" yaml:"speculative_max_executions" default:"1" reload:"true" help:"extra copies (hedges) of a slow idempotent request sent to other replicas, 0-4; 0 turns speculative execution off"`
+	SpeculativeMaxExecutions int `flag:"speculative-max-executions" env:"CQLGATE_SPECULATIVE_MAX_EXECUTIONS" yaml:"speculative_max_executions" default:"1" reload:"true" min:"0" max:"4" help:"extra copies (hedges) of a slow idempotent request sent to other replicas, 0-4; 0 turns speculative execution off"`
 
-	SpeculativeDelay time.Duration `flag:"speculative-delay" env:"CQLGATE_SPECULATIVE_DELAY" yaml:"speculative_delay" default:"0s" help:"wait before a hedge is sent; 0 means adaptive: --speculative-percentile of each statement's recent latency on its fastest node, within --speculative-delay-min and --speculative-delay-max, and no hedging until 100 samples exist"`
+	SpeculativeDelay time.Duration `flag:"speculative-delay" env:"CQLGATE_SPECULATIVE_DELAY" yaml:"speculative_delay" default:"0s" min:"0s" help:"wait before a hedge is sent; 0 means adaptive: --speculative-percentile of each statement's recent latency on its fastest node, within --speculative-delay-min and --speculative-delay-max, and no hedging until 100 samples exist"`
 
-	SpeculativePercentile float64 `flag:"speculative-percentile" env:"CQLGATE_SPECULATIVE_PERCENTILE" yaml:"speculative_percentile" default:"0.99" help:"latency percentile (0-1] that is the adaptive hedge delay"`
+	SpeculativePercentile float64 `flag:"speculative-percentile" env:"CQLGATE_SPECULATIVE_PERCENTILE" yaml:"speculative_percentile" default:"0.99" above:"0" max:"1" help:"latency percentile (0-1] that is the adaptive hedge delay"`
 
-	SpeculativeDelayMin time.Duration `flag:"speculative-delay-min" env:"CQLGATE_SPECULATIVE_DELAY_MIN" yaml:"speculative_delay_min" default:"1ms" help:"floor of the adaptive hedge delay"`
+	SpeculativeDelayMin time.Duration `flag:"speculative-delay-min" env:"CQLGATE_SPECULATIVE_DELAY_MIN" yaml:"speculative_delay_min" default:"1ms" above:"0s" help:"floor of the adaptive hedge delay"`
 
 	SpeculativeDelayMax time.Duration `flag:"speculative-delay-max" env:"CQLGATE_SPECULATIVE_DELAY_MAX" yaml:"speculative_delay_max" default:"200ms" help:"cap of the adaptive hedge delay"`
 
-	SpeculativeBudget float64 `flag:"speculative-budget" env:"CQLGATE_SPECULATIVE_BUDGET" yaml:"speculative_budget" default:"0.05" help:"hedges allowed as a share of hedgeable requests over the last 10s (0-1]; hedges also take only a free limiter slot and pause while the limiter rejects, so they never add to an overload"`
+	SpeculativeBudget float64 `flag:"speculative-budget" env:"CQLGATE_SPECULATIVE_BUDGET" yaml:"speculative_budget" default:"0.05" above:"0" max:"1" help:"hedges allowed as a share of hedgeable requests over the last 10s (0-1]; hedges also take only a free limiter slot and pause while the limiter rejects, so they never add to an overload"`
 
 	SpeculativeIdempotent []string `flag:"speculative-idempotent" env:"CQLGATE_SPECULATIVE_IDEMPOTENT" yaml:"speculative_idempotent" help:"idempotency overrides, comma-separated: idempotent:KS.TABLE, not-idempotent:KS.TABLE, or idempotent:re:REGEXP / not-idempotent:re:REGEXP on the statement text; the first match wins over what the proxy infers from the text"`
 
-	PreparedCacheEntries int `flag:"prepared-cache-entries" env:"CQLGATE_PREPARED_CACHE_ENTRIES" yaml:"prepared_cache_entries" default:"20000" help:"prepared statements remembered for re-preparing on other nodes (at least 100)"`
+	PreparedCacheEntries int `flag:"prepared-cache-entries" env:"CQLGATE_PREPARED_CACHE_ENTRIES" yaml:"prepared_cache_entries" default:"20000" min:"100" help:"prepared statements remembered for re-preparing on other nodes (at least 100)"`
 
 	HostID string `flag:"host-id" env:"CQLGATE_HOST_ID" yaml:"host_id" help:"host_id UUID this proxy reports in system.local; empty derives one"`
 
 	DataCenter string `flag:"data-center" env:"CQLGATE_DATA_CENTER" yaml:"data_center" help:"data center this proxy reports in system.local; empty reports the backend node's"`
 
-	ProtocolVersionMax int `flag:"protocol-version-max" env:"CQLGATE_PROTOCOL_VERSION_MAX" yaml:"protocol_version_max" default:"5" help:"highest native protocol version offered to clients (3-5)"`
+	ProtocolVersionMax int `flag:"protocol-version-max" env:"CQLGATE_PROTOCOL_VERSION_MAX" yaml:"protocol_version_max" default:"5" min:"3" max:"5" help:"highest native protocol version offered to clients (3-5)"`
 
 	LogLevel string `flag:"log-level" env:"CQLGATE_LOG_LEVEL" yaml:"log_level" default:"info" reload:"true" help:"minimum log level: debug, info, warn or error"`
 
 	LimitMode string `flag:"limit-mode" env:"CQLGATE_LIMIT_MODE" yaml:"limit_mode" default:"fixed" reload:"true" help:"requests in flight per Cassandra node: adaptive (follows the node's latency between --limit-min and --limit-max) or fixed (--node-limit)"`
 
-	NodeLimit int `flag:"node-limit" env:"CQLGATE_NODE_LIMIT" yaml:"node_limit" default:"1024" reload:"true" help:"requests in flight per node with --limit-mode fixed"`
+	NodeLimit int `flag:"node-limit" env:"CQLGATE_NODE_LIMIT" yaml:"node_limit" default:"1024" reload:"true" min:"1" max:"1048576" help:"requests in flight per node with --limit-mode fixed"`
 
-	LimitMin int `flag:"limit-min" env:"CQLGATE_LIMIT_MIN" yaml:"limit_min" default:"16" reload:"true" help:"lowest adaptive per-node limit"`
+	LimitMin int `flag:"limit-min" env:"CQLGATE_LIMIT_MIN" yaml:"limit_min" default:"16" reload:"true" min:"1" max:"1048576" help:"lowest adaptive per-node limit"`
 
 	LimitMax int `flag:"limit-max" env:"CQLGATE_LIMIT_MAX" yaml:"limit_max" default:"4096" reload:"true" help:"highest adaptive per-node limit (at most 32768 per connection to the node)"`
 
-	LimitTolerance float64 `flag:"limit-tolerance" env:"CQLGATE_LIMIT_TOLERANCE" yaml:"limit_tolerance" default:"1.5" reload:"true" help:"adaptive mode: how far (as a multiple, in (1, 10]) a node's mean latency may rise above its no-load latency before the limit is cut; raise it where the latency swings with other load on the host"`
+	LimitTolerance float64 `flag:"limit-tolerance" env:"CQLGATE_LIMIT_TOLERANCE" yaml:"limit_tolerance" default:"1.5" reload:"true" above:"1" max:"10" help:"adaptive mode: how far (as a multiple, in (1, 10]) a node's mean latency may rise above its no-load latency before the limit is cut; raise it where the latency swings with other load on the host"`
 
-	GlobalLimit int `flag:"global-limit" env:"CQLGATE_GLOBAL_LIMIT" yaml:"global_limit" default:"0" reload:"true" help:"requests in flight to the whole cluster; 0 means the sum of the node limits"`
+	GlobalLimit int `flag:"global-limit" env:"CQLGATE_GLOBAL_LIMIT" yaml:"global_limit" default:"0" reload:"true" min:"0" max:"1073741824" help:"requests in flight to the whole cluster; 0 means the sum of the node limits"`
 
-	QueueLength int `flag:"queue-length" env:"CQLGATE_QUEUE_LENGTH" yaml:"queue_length" default:"131072" reload:"true" help:"requests that may wait for a free slot when the limits are reached; beyond it clients get OVERLOADED at once (0 rejects without queueing). The default holds what two drivers' connection pools can have in flight (gocql: 2 connections x 32,768 streams per host)"`
+	QueueLength int `flag:"queue-length" env:"CQLGATE_QUEUE_LENGTH" yaml:"queue_length" default:"131072" reload:"true" min:"0" max:"16777216" help:"requests that may wait for a free slot when the limits are reached; beyond it clients get OVERLOADED at once (0 rejects without queueing). The default holds what two drivers' connection pools can have in flight (gocql: 2 connections x 32,768 streams per host)"`
 
-	QueueMaxWait time.Duration `flag:"queue-max-wait" env:"CQLGATE_QUEUE_MAX_WAIT" yaml:"queue_max_wait" default:"5s" reload:"true" help:"longest a request waits in the queue before the client gets OVERLOADED; keep it below the drivers' request timeout (gocql 11s) so they get an answer, not a timeout"`
+	QueueMaxWait time.Duration `flag:"queue-max-wait" env:"CQLGATE_QUEUE_MAX_WAIT" yaml:"queue_max_wait" default:"5s" reload:"true" above:"0s" help:"longest a request waits in the queue before the client gets OVERLOADED; keep it below the drivers' request timeout (gocql 11s) so they get an answer, not a timeout"`
 
-	QueueTarget time.Duration `flag:"queue-target" env:"CQLGATE_QUEUE_TARGET" yaml:"queue_target" default:"0s" reload:"true" help:"CoDel target against standing queues: once a client connection's queued requests have waited longer than this for an interval (20 times it, at most --queue-max-wait), those that did are rejected, and while it stands, arrivals that would wait over half of it are rejected at once (reason shed); 0 means --queue-max-wait/2"`
+	QueueTarget time.Duration `flag:"queue-target" env:"CQLGATE_QUEUE_TARGET" yaml:"queue_target" default:"0s" reload:"true" min:"0s" help:"CoDel target against standing queues: once a client connection's queued requests have waited longer than this for an interval (20 times it, at most --queue-max-wait), those that did are rejected, and while it stands, arrivals that would wait over half of it are rejected at once (reason shed); 0 means --queue-max-wait/2"`
 
-	MaxProcs int `flag:"max-procs" env:"CQLGATE_MAX_PROCS" yaml:"max_procs" default:"1" help:"CPU cores the proxy's Go scheduler uses (GOMAXPROCS); 0 uses all. One suits a sidecar: the proxy does not compete with its application, and hand-offs between its goroutines need no cross-core wake-ups"`
+	MaxProcs int `flag:"max-procs" env:"CQLGATE_MAX_PROCS" yaml:"max_procs" default:"1" min:"0" max:"1024" help:"CPU cores the proxy's Go scheduler uses (GOMAXPROCS); 0 uses all. One suits a sidecar: the proxy does not compete with its application, and hand-offs between its goroutines need no cross-core wake-ups"`
 
 	AdminPprof bool `flag:"admin-pprof" env:"CQLGATE_ADMIN_PPROF" yaml:"admin_pprof" help:"serve the Go profiler under /debug/pprof/ on --admin-listen (keep that address private)"`
 
@@ -253,21 +254,78 @@ func Load(args, env []string, usage io.Writer) (Config, error) {
 //
 //	--connections-per-node: must be between 1 and 64, got 0
 //
+// Required settings and the bounds in the min, max and above tags are
+// checked from the tags; the messages come in the order of the fields.
+//
 // It also normalizes c: contact points become HOST:PORT with the default
 // port added, AdvertiseAddress is filled from Listen when empty and written
 // in canonical form, HostID is lower-cased, and LogLevel and LogFormat are
 // lower-cased.
 func (c *Config) Validate() error {
 	p := problems{s: configSchema()}
+	p.checkTags(reflect.ValueOf(c).Elem())
 
-	v := reflect.ValueOf(c).Elem()
-	for _, f := range p.s.fields {
-		if fv := v.Field(f.index); f.Required && (fv.IsZero() || (f.kind == kindList && fv.Len() == 0)) {
-			p.add(f.Name, "required (set it with this flag, $%s or %s in the config file)", f.Env, f.YAML)
+	// What the tags cannot say: parsing, relations between settings, and
+	// bounds whose messages say what 0 means. The messages are sorted by
+	// field at the end.
+	c.validateAddresses(&p)
+	if c.KeyspacePoolIdleTimeout != 0 && c.KeyspacePoolIdleTimeout < time.Second {
+		p.add("KeyspacePoolIdleTimeout", "must be 0 (keep keyspace pools open) or at least 1s, got %v", c.KeyspacePoolIdleTimeout)
+	}
+	if c.HeartbeatInterval < 0 {
+		p.add("HeartbeatInterval", "must not be negative (0 disables heartbeats), got %v", c.HeartbeatInterval)
+	}
+	if c.ReconnectBaseDelay > 0 && c.ReconnectMaxDelay > 0 && c.ReconnectMaxDelay < c.ReconnectBaseDelay {
+		p.add("ReconnectMaxDelay", "must be at least --reconnect-base-delay (%v), got %v", c.ReconnectBaseDelay, c.ReconnectMaxDelay)
+	}
+	if c.HostID != "" {
+		id, err := canonicalUUID(c.HostID)
+		if err != nil {
+			p.add("HostID", "%v", err)
+		} else {
+			c.HostID = id
 		}
 	}
 
-	// Checks follow the order of the fields, and so do the messages.
+	if _, err := ParseAddressMap(c.AddressMap); err != nil {
+		p.add("AddressMap", "%v", err)
+	}
+	if _, err := ParseKeyspaceWeights(c.KeyspaceWeights); err != nil {
+		p.add("KeyspaceWeights", "%v", err)
+	}
+	if c.SpeculativeDelayMax < c.SpeculativeDelayMin {
+		p.add("SpeculativeDelayMax", "must be at least --speculative-delay-min (%s), got %s", c.SpeculativeDelayMin, c.SpeculativeDelayMax)
+	}
+	if _, err := speculative.ParseOverrides(c.SpeculativeIdempotent); err != nil {
+		p.add("SpeculativeIdempotent", "%v", err)
+	}
+	if c.LimitMode != "adaptive" && c.LimitMode != "fixed" {
+		p.add("LimitMode", "must be adaptive or fixed, got %q", c.LimitMode)
+	}
+	// The most a node's connections carry at once.
+	if hi := 32768 * max(1, c.ConnectionsPerNode); c.LimitMax < 1 || c.LimitMax > hi {
+		p.add("LimitMax", "must be between 1 and %d, got %d", hi, c.LimitMax)
+	}
+	if c.LimitMax < c.LimitMin {
+		p.add("LimitMax", "must be at least --limit-min (%d), got %d", c.LimitMin, c.LimitMax)
+	}
+
+	c.LogLevel = strings.ToLower(c.LogLevel)
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
+		p.add("LogLevel", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	c.LogFormat = strings.ToLower(c.LogFormat)
+	if !slices.Contains([]string{"json", "console"}, c.LogFormat) {
+		p.add("LogFormat", "must be json or console, got %q", c.LogFormat)
+	}
+	c.validateSecurity(&p)
+
+	return p.err()
+}
+
+// validateAddresses checks Listen, ContactPoints, AdminListen and
+// AdvertiseAddress, and normalizes ContactPoints and AdvertiseAddress.
+func (c *Config) validateAddresses(p *problems) {
 	var firstListenHost *string
 	seen := make(map[string]bool)
 	if len(c.Listen) == 0 {
@@ -332,104 +390,17 @@ func (c *Config) Validate() error {
 			c.AdvertiseAddress = ip.String()
 		}
 	}
-
-	p.intRange("ConnectionsPerNode", c.ConnectionsPerNode, 1, 64)
-	p.intRange("MaxFrameBytes", c.MaxFrameBytes, 64<<10, 256<<20)
-
-	p.positive("ConnectTimeout", c.ConnectTimeout)
-	if c.KeyspacePoolIdleTimeout != 0 && c.KeyspacePoolIdleTimeout < time.Second {
-		p.add("KeyspacePoolIdleTimeout", "must be 0 (keep keyspace pools open) or at least 1s, got %v", c.KeyspacePoolIdleTimeout)
-	}
-	if c.HeartbeatInterval < 0 {
-		p.add("HeartbeatInterval", "must not be negative (0 disables heartbeats), got %v", c.HeartbeatInterval)
-	}
-	p.positive("ReconnectBaseDelay", c.ReconnectBaseDelay)
-	p.positive("ReconnectMaxDelay", c.ReconnectMaxDelay)
-	if c.ReconnectBaseDelay > 0 && c.ReconnectMaxDelay > 0 && c.ReconnectMaxDelay < c.ReconnectBaseDelay {
-		p.add("ReconnectMaxDelay", "must be at least --reconnect-base-delay (%v), got %v", c.ReconnectBaseDelay, c.ReconnectMaxDelay)
-	}
-	p.positive("RequestTimeout", c.RequestTimeout)
-
-	if c.PreparedCacheEntries < 100 {
-		p.add("PreparedCacheEntries", "must be at least 100, got %d", c.PreparedCacheEntries)
-	}
-
-	if c.HostID != "" {
-		id, err := canonicalUUID(c.HostID)
-		if err != nil {
-			p.add("HostID", "%v", err)
-		} else {
-			c.HostID = id
-		}
-	}
-
-	p.positive("DrainTimeout", c.DrainTimeout)
-	p.intRange("MaxClientConnections", c.MaxClientConnections, 0, 1<<24)
-	p.intRange("ClientWriteBufferBytes", c.ClientWriteBufferBytes, 1<<20, 1<<40)
-	p.intRange("MaxBufferedBytes", c.MaxBufferedBytes, 16<<20, 1<<40)
-	p.intRange("MaxOrphansPerConnection", c.MaxOrphansPerConnection, 1, 32768)
-	if _, err := ParseAddressMap(c.AddressMap); err != nil {
-		p.add("AddressMap", "%v", err)
-	}
-	if _, err := ParseKeyspaceWeights(c.KeyspaceWeights); err != nil {
-		p.add("KeyspaceWeights", "%v", err)
-	}
-
-	p.intRange("SpeculativeMaxExecutions", c.SpeculativeMaxExecutions, 0, 4)
-	if c.SpeculativeDelay < 0 {
-		p.add("SpeculativeDelay", "must not be negative, got %s", c.SpeculativeDelay)
-	}
-	if !(c.SpeculativePercentile > 0 && c.SpeculativePercentile <= 1) {
-		p.add("SpeculativePercentile", "must be in (0, 1], got %g", c.SpeculativePercentile)
-	}
-	p.positive("SpeculativeDelayMin", c.SpeculativeDelayMin)
-	if c.SpeculativeDelayMax < c.SpeculativeDelayMin {
-		p.add("SpeculativeDelayMax", "must be at least --speculative-delay-min (%s), got %s", c.SpeculativeDelayMin, c.SpeculativeDelayMax)
-	}
-	if !(c.SpeculativeBudget > 0 && c.SpeculativeBudget <= 1) {
-		p.add("SpeculativeBudget", "must be in (0, 1], got %g", c.SpeculativeBudget)
-	}
-	if _, err := speculative.ParseOverrides(c.SpeculativeIdempotent); err != nil {
-		p.add("SpeculativeIdempotent", "%v", err)
-	}
-	p.intRange("ProtocolVersionMax", c.ProtocolVersionMax, 3, 5)
-	p.intRange("MaxProcs", c.MaxProcs, 0, 1024)
-	if c.LimitMode != "adaptive" && c.LimitMode != "fixed" {
-		p.add("LimitMode", "must be adaptive or fixed, got %q", c.LimitMode)
-	}
-	p.intRange("NodeLimit", c.NodeLimit, 1, 1<<20)
-	p.intRange("LimitMin", c.LimitMin, 1, 1<<20)
-	p.intRange("LimitMax", c.LimitMax, 1, 32768*max(1, c.ConnectionsPerNode))
-	if c.LimitMax < c.LimitMin {
-		p.add("LimitMax", "must be at least --limit-min (%d), got %d", c.LimitMin, c.LimitMax)
-	}
-	if !(c.LimitTolerance > 1 && c.LimitTolerance <= 10) {
-		p.add("LimitTolerance", "must be in (1, 10], got %g", c.LimitTolerance)
-	}
-	p.intRange("GlobalLimit", c.GlobalLimit, 0, 1<<30)
-	p.intRange("QueueLength", c.QueueLength, 0, 1<<24)
-	p.positive("QueueMaxWait", c.QueueMaxWait)
-	if c.QueueTarget < 0 {
-		p.add("QueueTarget", "must not be negative, got %s", c.QueueTarget)
-	}
-
-	c.LogLevel = strings.ToLower(c.LogLevel)
-	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
-		p.add("LogLevel", "must be debug, info, warn or error, got %q", c.LogLevel)
-	}
-	c.LogFormat = strings.ToLower(c.LogFormat)
-	if !slices.Contains([]string{"json", "console"}, c.LogFormat) {
-		p.add("LogFormat", "must be json or console, got %q", c.LogFormat)
-	}
-	c.validateSecurity(&p)
-
-	return errors.Join(p.errs...)
 }
 
 // problems collects validation errors, prefixing each with its flag.
 type problems struct {
 	s    *schema
-	errs []error
+	errs []problem
+}
+
+type problem struct {
+	field int // index into s.fields
+	err   error
 }
 
 func (p *problems) add(fieldName, format string, args ...any) {
@@ -437,19 +408,32 @@ func (p *problems) add(fieldName, format string, args ...any) {
 	if !ok {
 		panic("config: no field " + fieldName)
 	}
-	p.errs = append(p.errs, fmt.Errorf("--%s: %s", p.s.fields[i].Flag, fmt.Sprintf(format, args...)))
+	p.errs = append(p.errs, problem{i, fmt.Errorf("--%s: %s", p.s.fields[i].Flag, fmt.Sprintf(format, args...))})
 }
 
-func (p *problems) intRange(fieldName string, n, lo, hi int) {
-	if n < lo || n > hi {
-		p.add(fieldName, "must be between %d and %d, got %d", lo, hi, n)
+// checkTags checks every setting of v against its required, min, max and
+// above tags.
+func (p *problems) checkTags(v reflect.Value) {
+	for _, f := range p.s.fields {
+		fv := v.Field(f.index)
+		if f.Required && (fv.IsZero() || (f.kind == kindList && fv.Len() == 0)) {
+			p.add(f.Name, "required (set it with this flag, $%s or %s in the config file)", f.Env, f.YAML)
+		}
+		if msg := f.outOfBounds(fv); msg != "" {
+			p.add(f.Name, "%s", msg)
+		}
 	}
 }
 
-func (p *problems) positive(fieldName string, d time.Duration) {
-	if d <= 0 {
-		p.add(fieldName, "must be positive, got %v", d)
+// err joins the problems in the order of the fields they concern; a field's
+// own problems keep the order they were found in.
+func (p *problems) err() error {
+	slices.SortStableFunc(p.errs, func(a, b problem) int { return a.field - b.field })
+	errs := make([]error, len(p.errs))
+	for i, e := range p.errs {
+		errs[i] = e.err
 	}
+	return errors.Join(errs...)
 }
 
 // checkListenAddr checks that a is HOST:PORT with a numeric port (0 picks a

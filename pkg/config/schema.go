@@ -55,11 +55,16 @@ var kindNames = [...]string{
 
 var durationType = reflect.TypeFor[time.Duration]()
 
-// field is a Field plus what reflection needs to read and write it.
+// field is a Field plus what reflection needs to read, write and check it.
 type field struct {
 	Field
 	index int
 	kind  kind
+
+	// Bounds of a numeric setting, from its min, max and above tags (above
+	// is an exclusive minimum); the zero Value when the tag is absent.
+	// Validate checks them.
+	min, max, above reflect.Value
 }
 
 // schema is the parsed tag set of a settings struct. It is built once per
@@ -162,7 +167,90 @@ func parseField(sf reflect.StructField) (field, error) {
 			return field{}, fmt.Errorf("default tag: %w", err)
 		}
 	}
+	if err := f.parseBounds(sf); err != nil {
+		return field{}, err
+	}
 	return f, nil
+}
+
+// parseBounds reads the min, max and above tags of a numeric setting: min
+// and max are inclusive, above is an exclusive minimum (above:"0s" means
+// positive). The default, if any, must lie within them.
+func (f *field) parseBounds(sf reflect.StructField) error {
+	for _, b := range []struct {
+		tag string
+		dst *reflect.Value
+	}{{"min", &f.min}, {"max", &f.max}, {"above", &f.above}} {
+		v, ok := sf.Tag.Lookup(b.tag)
+		if !ok {
+			continue
+		}
+		if f.kind != kindInt && f.kind != kindDuration && f.kind != kindFloat {
+			return fmt.Errorf("%s tag: only numeric settings have bounds", b.tag)
+		}
+		*b.dst = reflect.New(sf.Type).Elem()
+		if err := setString(*b.dst, f.kind, v); err != nil {
+			return fmt.Errorf("%s tag: %w", b.tag, err)
+		}
+	}
+	lo, exclusive := f.min, false
+	if f.above.IsValid() {
+		if lo.IsValid() {
+			return errors.New("min and above tags exclude each other")
+		}
+		lo, exclusive = f.above, true
+	}
+	if lo.IsValid() && f.max.IsValid() && less(f.max, lo, f.kind, exclusive) {
+		return errors.New("max tag leaves no valid value")
+	}
+	if f.Default != "" {
+		def := reflect.New(sf.Type).Elem()
+		_ = setString(def, f.kind, f.Default) // parsed by parseField
+		if msg := f.outOfBounds(def); msg != "" {
+			return fmt.Errorf("default tag: %s", msg)
+		}
+	}
+	return nil
+}
+
+// less reports whether a < b, or a <= b when orEqual; false if either is
+// NaN. a and b are of kind k, which is numeric.
+func less(a, b reflect.Value, k kind, orEqual bool) bool {
+	if k == kindFloat {
+		x, y := a.Float(), b.Float()
+		return x < y || orEqual && x == y
+	}
+	x, y := a.Int(), b.Int()
+	return x < y || orEqual && x == y
+}
+
+// outOfBounds returns why v, a value of f, breaks f's bounds, e.g.
+// "must be between 1 and 64, got 0", or "" when it does not.
+func (f field) outOfBounds(v reflect.Value) string {
+	if (!f.min.IsValid() || less(f.min, v, f.kind, true)) &&
+		(!f.above.IsValid() || less(f.above, v, f.kind, false)) &&
+		(!f.max.IsValid() || less(v, f.max, f.kind, true)) {
+		return ""
+	}
+	str := func(b reflect.Value) string { return format(b, f.kind) }
+	var want string
+	switch hasMin, hasMax, hasAbove := f.min.IsValid(), f.max.IsValid(), f.above.IsValid(); {
+	case hasMin && hasMax:
+		want = "must be between " + str(f.min) + " and " + str(f.max)
+	case hasAbove && hasMax:
+		want = "must be in (" + str(f.above) + ", " + str(f.max) + "]"
+	case hasMax:
+		want = "must be at most " + str(f.max)
+	case hasMin && f.min.IsZero():
+		want = "must not be negative"
+	case hasMin:
+		want = "must be at least " + str(f.min)
+	case f.above.IsZero():
+		want = "must be positive"
+	default:
+		want = "must be above " + str(f.above)
+	}
+	return want + ", got " + str(v)
 }
 
 func kindOf(t reflect.Type) (kind, error) {

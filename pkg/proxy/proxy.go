@@ -102,10 +102,19 @@ type endpoint struct {
 }
 
 // New validates cfg and prepares a Proxy; nothing is dialled or bound yet.
-func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (*Proxy, error) {
+func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (_ *Proxy, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// What is built so far, undone in reverse (as Serve does) if New fails.
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -140,6 +149,7 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (*Proxy,
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
 	p.limiter = lim
+	undo = append(undo, lim.Close)
 	// Label the limiter's per-node series like the backend's: by address.
 	lim.SetNodeName(func(id limiter.NodeID) string {
 		if p.cluster != nil {
@@ -157,19 +167,15 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (*Proxy,
 		p.hedging, err = newHedging(cfg, reg)
 	}
 	if err != nil {
-		lim.Close()
 		return nil, fmt.Errorf("speculative execution: %w", err)
 	}
+	undo = append(undo, p.hedging.stop)
 	addrMap, err := config.ParseAddressMap(cfg.AddressMap)
 	if err != nil {
-		lim.Close()
-		p.hedging.stop()
 		return nil, fmt.Errorf("--address-map: %w", err)
 	}
 	backendTLS, creds, err := backendSecurity(cfg)
 	if err != nil {
-		lim.Close()
-		p.hedging.stop()
 		return nil, err
 	}
 	cl, err := backend.NewCluster(backend.Config{
@@ -192,15 +198,11 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (*Proxy,
 		OnNodes:            p.setLimiterNodes,
 	}, reg)
 	if err != nil {
-		lim.Close()
-		p.hedging.stop()
 		return nil, err
 	}
 	p.cluster = cl
+	undo = append(undo, cl.Close)
 	if err := p.initClientSecurity(reg); err != nil {
-		cl.Close()
-		lim.Close()
-		p.hedging.stop()
 		return nil, err
 	}
 	return p, nil
