@@ -21,6 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cqlgate/cqlgate/internal/faultinject"
+	"github.com/cqlgate/cqlgate/internal/loadgen/cputime"
+	"github.com/cqlgate/cqlgate/internal/loadgen/stepstats"
 	"github.com/cqlgate/cqlgate/pkg/config"
 	"github.com/cqlgate/cqlgate/pkg/frame"
 )
@@ -155,7 +157,7 @@ func BenchmarkOverload(b *testing.B) {
 		d := newOverloadGen(b, nodeAddr, 4, query)
 		d.closedLoop(8, time.Second)
 		direct := d.openLoop(1000, 2*time.Second)
-		b.Logf("direct to Cassandra, open loop at 1000/s: p99 %s, p50 %s", us(direct.ok.ValueAtQuantile(99)), us(direct.ok.ValueAtQuantile(50)))
+		b.Logf("direct to Cassandra, open loop at 1000/s: p99 %s, p50 %s", us(direct.okLat.P99), us(direct.okLat.P50))
 		// The node's own steadiness, the floor under "goodput of peak":
 		// the node limit's worth of requests outstanding directly, in
 		// windows as long as a step.
@@ -182,7 +184,7 @@ func BenchmarkOverload(b *testing.B) {
 		}
 		b.Logf("%s, queue max wait 100ms, target %s; %s per step; %d row(s) per read", limit, target, step, rows)
 		b.Logf("peak (closed loop, %d outstanding): %.0f/s; unloaded p99 (open loop at %.0f/s): %s (p50 %s)",
-			4*nodeLimit, peak.goodput(), peak.goodput()/10, us(unloaded.ok.ValueAtQuantile(99)), us(unloaded.ok.ValueAtQuantile(50)))
+			4*nodeLimit, peak.goodput(), peak.goodput()/10, us(unloaded.okLat.P99), us(unloaded.okLat.P50))
 		type result struct {
 			m       float64
 			r       *stepStats
@@ -198,10 +200,10 @@ func BenchmarkOverload(b *testing.B) {
 		for _, m := range steps {
 			var olBefore, waitBefore buckets
 			var beSum, beCount float64
-			var cpuBefore []cpuTicks
+			var cpuBefore []cputime.Ticks
 			var wBefore, nBefore float64
 			g.atMeasure = func() {
-				cpuBefore = readCPUTicks(b)
+				cpuBefore = cpuTicks(b)
 				wBefore = procWrites(nodePid)
 				olBefore = histogramBuckets(b, reg, "cqlgate_overloaded_answer_seconds")
 				waitBefore = histogramBuckets(b, reg, "cqlgate_limiter_queue_wait_seconds")
@@ -209,7 +211,7 @@ func BenchmarkOverload(b *testing.B) {
 				nBefore = beCount
 			}
 			g.atEnd = func() {
-				cpu := busyBetween(cpuBefore, readCPUTicks(b))
+				cpu := cputime.Busy(cpuBefore, cpuTicks(b))
 				proxyOL := histogramBuckets(b, reg, "cqlgate_overloaded_answer_seconds").minus(olBefore).quantile(0.99)
 				wait := histogramBuckets(b, reg, "cqlgate_limiter_queue_wait_seconds").minus(waitBefore).quantile(0.99)
 				sum, count := histogramSum(b, reg, "cqlgate_backend_request_duration_seconds")
@@ -229,13 +231,13 @@ func BenchmarkOverload(b *testing.B) {
 		for _, res := range results {
 			r, m := res.r, res.m
 			ofPeak := r.goodput() / best
-			x := float64(r.ok.ValueAtQuantile(99)) / float64(unloaded.ok.ValueAtQuantile(99))
+			x := float64(r.okLat.P99) / float64(unloaded.okLat.P99)
 			b.Logf("%-4s %9.0f %9.0f %6.0f%% %10s %7.2f %10s %11d %10s %10s %10s %5.0f %9s %8.2f %s", fmt.Sprintf("%gx", m), r.offered,
-				r.goodput(), ofPeak*100, us(r.ok.ValueAtQuantile(99)), x, "≤"+us(int64(res.wait*1e6)), r.overloaded.TotalCount(),
-				us(r.overloaded.ValueAtQuantile(99)), "≤"+us(int64(res.proxyOL*1e6)), us(int64(res.backend*1e6)), res.limit, percents(res.cpu), res.nodeW, r.schedule())
+				r.goodput(), ofPeak*100, us(r.okLat.P99), x, "≤"+us(int64(res.wait*1e6)), r.olLat.Count,
+				us(r.olLat.P99), "≤"+us(int64(res.proxyOL*1e6)), us(int64(res.backend*1e6)), res.limit, percents(res.cpu), res.nodeW, r.schedule())
 			b.ReportMetric(ofPeak, fmt.Sprintf("goodput/peak@%gx", m))
 			b.ReportMetric(x, fmt.Sprintf("p99/unloaded@%gx", m))
-			b.ReportMetric(float64(r.overloaded.ValueAtQuantile(99)), fmt.Sprintf("OLp99-µs@%gx", m))
+			b.ReportMetric(float64(r.olLat.P99), fmt.Sprintf("OLp99-µs@%gx", m))
 			b.ReportMetric(res.proxyOL*1e6, fmt.Sprintf("proxyOLp99-µs@%gx", m))
 		}
 		b.Logf("ok/OL p99: service times at the generator; queue p99: bound of cqlgate_limiter_queue_wait_seconds; proxy OL: of cqlgate_overloaded_answer_seconds; backend: mean of cqlgate_backend_request_duration_seconds; limit: at the step's end; CPU busy: each CPU's share of the step not idle (CPU 0 is the node's)")
@@ -340,7 +342,8 @@ type genConn struct {
 
 // statShard is one connection's share of a step's figures, written by its
 // reader alone; stepStats.merge adds the shards up once nothing is in
-// flight.
+// flight. The histograms are stepstats' (1 µs to 60 s, 3 digits), like
+// loadgen's, so that the two generators' percentiles compare.
 type statShard struct {
 	from                 int64
 	ok, okCO, overloaded *hdrhistogram.Histogram
@@ -353,18 +356,18 @@ type stepStats struct {
 	ok         *hdrhistogram.Histogram // service time, µs
 	okCO       *hdrhistogram.Histogram // from the intended send, µs
 	overloaded *hdrhistogram.Histogram
-	other      int64
-	from       int64 // ns since epoch: requests sent earlier are not counted
-	elapsed    time.Duration
-	offered    float64
-	unsent     int64
-	late       int64 // requests sent more than lateAfter after their time
+	// okLat and olLat summarize ok and overloaded once merged.
+	okLat, olLat stepstats.Latency
+	other        int64
+	from         int64 // ns since epoch: requests sent earlier are not counted
+	elapsed      time.Duration
+	offered      float64
+	unsent       int64
+	late         int64 // requests sent more than lateAfter after their time
 }
 
-func newHistogram() *hdrhistogram.Histogram { return hdrhistogram.New(1, 60_000_000, 3) }
-
 func newStepStats(from int64) *stepStats {
-	return &stepStats{ok: newHistogram(), okCO: newHistogram(), overloaded: newHistogram(), from: from}
+	return &stepStats{ok: stepstats.NewHistogram(), okCO: stepstats.NewHistogram(), overloaded: stepstats.NewHistogram(), from: from}
 }
 
 // merge adds the connections' shards into the step's figures; the caller
@@ -377,13 +380,19 @@ func (s *stepStats) merge() {
 		s.other += sh.other
 	}
 	s.shards = nil
+	s.okLat, s.olLat = stepstats.LatencyOf(s.ok), stepstats.LatencyOf(s.overloaded)
 }
 
-func (s *stepStats) goodput() float64 { return float64(s.ok.TotalCount()) / s.elapsed.Seconds() }
+func (s *stepStats) goodput() float64 { return stepstats.Goodput(s.ok.TotalCount(), s.elapsed) }
+
+// behindShare is the share of late requests above which a step is behind
+// its schedule: stricter than loadgen's 1%, as this generator's whole
+// point is to keep it.
+const behindShare = 0.001
 
 func (s *stepStats) schedule() string {
 	sent := s.ok.TotalCount() + s.overloaded.TotalCount() + s.other
-	if s.unsent == 0 && s.late*1000 <= sent {
+	if !stepstats.Behind(s.late, s.unsent, sent, behindShare) {
 		return fmt.Sprintf("on schedule (%d late of %d)", s.late, sent)
 	}
 	return fmt.Sprintf("BEHIND: %d late, %d unsent", s.late, s.unsent)
@@ -425,7 +434,7 @@ func (g *overloadGen) close() {
 func (g *overloadGen) begin(warmup time.Duration) *stepStats {
 	st := newStepStats(g.now() + int64(warmup))
 	for _, c := range g.conns {
-		sh := &statShard{from: st.from, ok: newHistogram(), okCO: newHistogram(), overloaded: newHistogram()}
+		sh := &statShard{from: st.from, ok: stepstats.NewHistogram(), okCO: stepstats.NewHistogram(), overloaded: stepstats.NewHistogram()}
 		st.shards = append(st.shards, sh)
 		c.stats.Store(sh)
 	}
@@ -645,10 +654,10 @@ func (c *genConn) read(r *bufio.Reader) {
 		if st := c.stats.Load(); st != nil && intended >= st.from {
 			switch {
 			case op == frame.OpResult:
-				_ = st.ok.RecordValue(max((now-sent)/1000, 1))
-				_ = st.okCO.RecordValue(max((now-intended)/1000, 1))
+				stepstats.Record(st.ok, time.Duration(now-sent))
+				stepstats.Record(st.okCO, time.Duration(now-intended))
 			case op == frame.OpError && binary.BigEndian.Uint32(code[:]) == 0x1001:
-				_ = st.overloaded.RecordValue(max((now-sent)/1000, 1))
+				stepstats.Record(st.overloaded, time.Duration(now-sent))
 			default:
 				st.other++
 			}
@@ -786,47 +795,14 @@ func (b buckets) quantile(q float64) float64 {
 	return math.Inf(1)
 }
 
-// cpuTicks is one CPU's busy and total time from /proc/stat, in USER_HZ.
-type cpuTicks struct{ busy, total int64 }
-
-// readCPUTicks returns every CPU's times (nil where /proc/stat is missing).
-func readCPUTicks(tb testing.TB) []cpuTicks {
-	b, err := os.ReadFile("/proc/stat")
+// cpuTicks reads every CPU's times (nil, and a note in the log, where
+// /proc/stat is missing).
+func cpuTicks(tb testing.TB) []cputime.Ticks {
+	t, err := cputime.PerCPU()
 	if err != nil {
 		tb.Logf("no CPU figures: %v", err)
-		return nil
 	}
-	var out []cpuTicks
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 6 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
-			continue
-		}
-		var t cpuTicks
-		for i, v := range f[1:] {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			t.total += n
-			if i != 3 && i != 4 { // idle and iowait
-				t.busy += n
-			}
-		}
-		out = append(out, t)
-	}
-	return out
-}
-
-// busyBetween returns each CPU's busy share between two readings.
-func busyBetween(before, after []cpuTicks) []float64 {
-	if len(before) != len(after) {
-		return nil
-	}
-	out := make([]float64, len(after))
-	for i := range after {
-		if d := after[i].total - before[i].total; d > 0 {
-			out[i] = float64(after[i].busy-before[i].busy) / float64(d)
-		}
-	}
-	return out
+	return t
 }
 
 func percents(v []float64) string {

@@ -5,7 +5,7 @@
 //
 // Every load generator of the project (cmd/loadgen and the overload
 // benchmark in test/integration) uses it, so that their figures mean the
-// same thing. It must not collect from concurrent workers (internal/loadgen/
+// same thing. It must not collect from concurrent workers (package
 // recorder does), send requests, or print: it is arithmetic over
 // histograms and counts, safe to call from anywhere.
 package stepstats
@@ -84,9 +84,14 @@ func LateShare(late, requests int64) float64 {
 // Behind tells whether an open loop fell behind its schedule: more than
 // share of its requests were sent late, or any request due in the window
 // was never sent. The offered load was then below the rate asked for, and
-// the step describes the generator as much as the target. What counts as
-// late, and the share tolerated, are the generator's to choose.
+// the step describes the generator as much as the target. Late requests
+// with none counted (answers lost with their connection) are behind too.
+// What counts as late, and the share tolerated, are the generator's to
+// choose.
 func Behind(late, unsent, requests int64, share float64) bool {
+	if requests <= 0 {
+		return unsent > 0 || late > 0
+	}
 	return unsent > 0 || LateShare(late, requests) > share
 }
 

@@ -66,9 +66,9 @@ func TestBehind(t *testing.T) {
 		{11, 0, 1000, 0.01, true},  // over it
 		{0, 1, 1000, 0.01, true},   // one unsent is enough
 		{1, 0, 1000, 0.001, false}, // the overload benchmark's 0.1%
-		{2, 0, 1000, 0.001, true},  //
+		{2, 0, 1000, 0.001, true},
 		{3, 0, 3000, 0.001, false}, // late*1000 == requests
-		{1, 0, 0, 0.01, false},     // nothing sent: no share
+		{1, 0, 0, 0.01, true},      // late, but none counted
 		{100, 0, 100_000, 0.001, false},
 	}
 	for _, tt := range tests {
@@ -81,5 +81,18 @@ func TestBehind(t *testing.T) {
 func TestMicros(t *testing.T) {
 	if got := Micros(1234); got != "1.234ms" {
 		t.Errorf("Micros(1234) = %q; want 1.234ms", got)
+	}
+}
+
+// With share 0.001 Behind is the overload benchmark's own rule, in
+// integers: on schedule when nothing is unsent and late*1000 <= sent.
+func TestBehindMatchesIntegerRule(t *testing.T) {
+	for sent := int64(0); sent <= 20_000; sent += 7 {
+		for late := int64(0); late <= 25; late++ {
+			want := !(late*1000 <= sent)
+			if got := Behind(late, 0, sent, 0.001); got != want {
+				t.Fatalf("Behind(late %d, of %d, 0.001) = %v; want %v", late, sent, got, want)
+			}
+		}
 	}
 }
