@@ -28,7 +28,7 @@ test: ## the whole suite, with -race, against real Cassandra nodes started (and 
 
 .PHONY: unit
 unit: ## the tests that need no Cassandra (fast)
-	CQLGATE_SKIP_CASSANDRA=1 CQLGATE_SKIP_PYTHON=1 $(GO) test -race -count=1 ./pkg/... ./cmd/...
+	CQLGATE_SKIP_CASSANDRA=1 CQLGATE_SKIP_PYTHON=1 $(GO) test -race -count=1 ./pkg/... ./cmd/... ./internal/loadgen/...
 
 .PHONY: bench
 bench: ## proxied vs direct on one local node: throughput, p50/p99 and proxy CPU per request

@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/cqlgate/cqlgate/internal/loadgen/cputime"
+	"github.com/cqlgate/cqlgate/internal/loadgen/driver"
+	"github.com/cqlgate/cqlgate/internal/loadgen/roundstats"
 )
 
 // runCompare drives every target with the same workload in alternating
@@ -28,7 +32,7 @@ func runCompare(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 
 	// One session per target, created once: reconnecting every round would
 	// measure connection setup and cold prepared-statement caches.
-	drivers := make([]*driver, len(cfg.Targets))
+	drivers := make([]*driver.Driver, len(cfg.Targets))
 	for i, ep := range cfg.Targets {
 		s, err := ep.Session(sessionOptionsFrom(cfg, cfg.Keyspace, stderr))
 		if err != nil {
@@ -40,8 +44,8 @@ func runCompare(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 
 	if cfg.Warmup > 0 {
 		for i, d := range drivers {
-			d.label = cfg.Targets[i].Name + " warmup"
-			if _, err := d.measure(ctx, cfg.Warmup, 0, 0); err != nil {
+			d.Label = cfg.Targets[i].Name + " warmup"
+			if _, err := d.Measure(ctx, cfg.Warmup, 0, 0); err != nil {
 				return false, fmt.Errorf("warm up %s: %w", cfg.Targets[i].Name, err)
 			}
 		}
@@ -53,13 +57,13 @@ func runCompare(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 		for pos, i := range targets {
 			ep := cfg.Targets[i]
 			var (
-				src cpuSource
+				src cputime.Source
 				pr  *proxyProbe
 			)
 			if ep.Name == cfg.ProxyTarget {
 				src, pr = proxyCPU, probe
 			}
-			drivers[i].label = fmt.Sprintf("%s r%d", ep.Name, r+1)
+			drivers[i].Label = fmt.Sprintf("%s r%d", ep.Name, r+1)
 			res, err := measureRound(ctx, drivers[i], cfg, src, pr)
 			if err != nil {
 				return false, fmt.Errorf("round %d, %s: %w", r+1, ep.Name, err)
@@ -91,10 +95,10 @@ func runCompare(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 
 // proxyCPUSource reads the proxy's CPU time from /proc when its pid is
 // known, else from its metrics; nil when neither is.
-func proxyCPUSource(cfg *Config) cpuSource {
+func proxyCPUSource(cfg *Config) cputime.Source {
 	switch {
 	case cfg.ProxyPID != 0:
-		return procStatCPU{pid: cfg.ProxyPID}
+		return cputime.ProcStat{PID: cfg.ProxyPID}
 	case cfg.ProxyMetrics != "":
 		return newPromCPU(cfg.ProxyMetrics)
 	}
@@ -103,7 +107,7 @@ func proxyCPUSource(cfg *Config) cpuSource {
 
 // roundResult is one target's measured window in one round.
 type roundResult struct {
-	measurement
+	driver.Measurement
 	round, position int
 	// proxyCPU is the proxy's CPU time during the window; negative when
 	// not measured.
@@ -115,7 +119,7 @@ type roundResult struct {
 // measureRound measures one window; when src is set, it reads the proxy's
 // CPU time right before the workers start and right after they stop, and
 // when probe is set it watches the proxy's metrics and memory meanwhile.
-func measureRound(ctx context.Context, d *driver, cfg *Config, src cpuSource, probe *proxyProbe) (roundResult, error) {
+func measureRound(ctx context.Context, d *driver.Driver, cfg *Config, src cputime.Source, probe *proxyProbe) (roundResult, error) {
 	res := roundResult{proxyCPU: -1}
 	var (
 		before time.Duration
@@ -136,11 +140,11 @@ func measureRound(ctx context.Context, d *driver, cfg *Config, src cpuSource, pr
 	if cfg.Ops > 0 {
 		window = 0
 	}
-	m, err := d.measure(ctx, 0, window, cfg.Ops)
+	m, err := d.Measure(ctx, 0, window, cfg.Ops)
 	if err != nil {
 		return res, err
 	}
-	res.measurement = m
+	res.Measurement = m
 	if src != nil {
 		after, err := src.CPU(ctx)
 		if err != nil {
@@ -160,7 +164,7 @@ func measureRound(ctx context.Context, d *driver, cfg *Config, src cpuSource, pr
 
 // buildCompareReport turns per-target round results into the report; the
 // first target is the baseline of ratios, added latency and tests.
-func buildCompareReport(cfg *Config, workload Workload, order [][]int, results [][]roundResult) compareReport {
+func buildCompareReport(cfg *Config, workload driver.Workload, order [][]int, results [][]roundResult) compareReport {
 	rep := compareReport{
 		Command:  cmdCompare,
 		Settings: settingsOf(cfg, workload, cfg.Rounds),
@@ -174,14 +178,14 @@ func buildCompareReport(cfg *Config, workload Workload, order [][]int, results [
 
 	throughputs := make([][]float64, len(results))
 	for i, rounds := range results {
-		ms := make([]measurement, len(rounds))
+		ms := make([]driver.Measurement, len(rounds))
 		for j, rr := range rounds {
-			ms[j] = rr.measurement
-			throughputs[i] = append(throughputs[i], throughputOf(rr.measurement))
+			ms[j] = rr.Measurement
+			throughputs[i] = append(throughputs[i], throughputOf(rr.Measurement))
 		}
 		t := compareTarget{
 			targetReport:    targetReport{Name: cfg.Targets[i].Name, Hosts: cfg.Targets[i].Hosts, figures: figuresOf(ms...)},
-			RoundThroughput: summarize(throughputs[i]),
+			RoundThroughput: roundstats.Summarize(throughputs[i]),
 			Rounds:          roundReports(rounds),
 			ProxyCPUPerReq:  proxyCPUPerRequest(rounds),
 		}
@@ -218,7 +222,7 @@ func buildCompareReport(cfg *Config, workload Workload, order [][]int, results [
 func roundReports(rounds []roundResult) []roundReport {
 	out := make([]roundReport, len(rounds))
 	for j, rr := range rounds {
-		f := figuresOf(rr.measurement)
+		f := figuresOf(rr.Measurement)
 		out[j] = roundReport{
 			Round:           rr.round,
 			Position:        rr.position,
@@ -250,7 +254,7 @@ func proxyCPUPerRequest(rounds []roundResult) *float64 {
 		}
 		measured = true
 		cpu += rr.proxyCPU
-		reqs += rr.requests()
+		reqs += rr.Requests()
 	}
 	if !measured || reqs == 0 {
 		return nil
@@ -261,12 +265,12 @@ func proxyCPUPerRequest(rounds []roundResult) *float64 {
 // testThroughput judges whether b's per-round throughputs differ from a's
 // beyond round-to-round noise.
 func testThroughput(a, b []float64) *significance {
-	s := &significance{Test: "welch", Alpha: alpha}
-	if w, ok := welchTTest(a, b); ok {
+	s := &significance{Test: "welch", Alpha: roundstats.Alpha}
+	if w, ok := roundstats.WelchTTest(a, b); ok {
 		s.T, s.DF, s.P = finite(w.T), finite(w.DF), finite(w.P)
-		s.Significant = w.P < alpha
+		s.Significant = w.P < roundstats.Alpha
 	}
-	if p, ok := mannWhitneyP(a, b); ok {
+	if p, ok := roundstats.MannWhitneyP(a, b); ok {
 		s.MannWhitneyP = finite(p)
 	}
 	return s

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+
+	"github.com/cqlgate/cqlgate/internal/loadgen/cputime"
 )
 
 // BenchmarkGeneratorCPU measures loadgen's own CPU per request, gocql
@@ -73,7 +75,7 @@ func benchGeneratorCPU(b *testing.B, workload string) {
 	defer s.Close()
 	d := newDriver(cfg, s, w, "bench", io.Discard)
 	// Prepare the statements and fill the pools outside the measurement.
-	if _, err := d.measure(ctx, 500*time.Millisecond, 0, 0); err != nil {
+	if _, err := d.Measure(ctx, 500*time.Millisecond, 0, 0); err != nil {
 		b.Fatal(err)
 	}
 
@@ -82,7 +84,7 @@ func benchGeneratorCPU(b *testing.B, workload string) {
 		return
 	}
 	b.ResetTimer()
-	m, err := d.measure(ctx, 0, 0, int64(b.N))
+	m, err := d.Measure(ctx, 0, 0, int64(b.N))
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)
@@ -102,7 +104,7 @@ func benchGeneratorCPU(b *testing.B, workload string) {
 func benchBareGocql(b *testing.B, s *gocql.Session, workers int) {
 	var next atomic.Int64
 	var failed atomic.Int64
-	u0, s0, err := selfCPU()
+	u0, s0, err := cputime.Self()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -120,7 +122,7 @@ func benchBareGocql(b *testing.B, s *gocql.Session, workers int) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	u1, s1, err := selfCPU()
+	u1, s1, err := cputime.Self()
 	if err != nil {
 		b.Fatal(err)
 	}

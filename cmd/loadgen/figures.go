@@ -5,6 +5,10 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/cqlgate/cqlgate/internal/loadgen/driver"
+	"github.com/cqlgate/cqlgate/internal/loadgen/errclass"
+	"github.com/cqlgate/cqlgate/internal/loadgen/stepstats"
 )
 
 // bottleneckShare is the share of the machine's CPUs above which the
@@ -23,42 +27,31 @@ const behindShare = 0.01
 type figures struct {
 	Ops            int64             `json:"ops"` // successful requests
 	ErrorsTotal    int64             `json:"errors_total"`
-	Errors         ErrorCounts       `json:"errors"`
+	Errors         errclass.Counts   `json:"errors"`
 	ErrorSamples   map[string]string `json:"error_samples"`
 	ElapsedSeconds float64           `json:"elapsed_s"`
 	Throughput     float64           `json:"throughput_ops_s"` // successful requests per second
-	Latency        latencyFigures    `json:"latency_us"`
+	Latency        stepstats.Latency `json:"latency_us"`
 	// Service is the open loop's time from send to answer; nil in the
 	// closed loop, where it equals Latency.
-	Service *latencyFigures `json:"service_time_us"`
+	Service *stepstats.Latency `json:"service_time_us"`
 	// ErrorLatency is the service time of failed requests, by kind, for
 	// the kinds that occurred: how fast OVERLOADED answers come back.
-	ErrorLatency      map[string]latencyFigures `json:"error_latency_us"`
-	Schedule          *scheduleFigures          `json:"schedule"` // open loop only
-	LoadgenCPUPerOp   float64                   `json:"loadgen_cpu_us_per_op"`
-	LoadgenUserPerOp  float64                   `json:"loadgen_cpu_user_us_per_op"`
-	LoadgenSysPerOp   float64                   `json:"loadgen_cpu_sys_us_per_op"`
-	LoadgenCores      float64                   `json:"loadgen_cpu_cores"`
-	LoadgenBottleneck bool                      `json:"loadgen_maybe_bottleneck"`
-	Histograms        encodedHistograms         `json:"histograms"`
-}
-
-// latencyFigures are in microseconds.
-type latencyFigures struct {
-	Count int64   `json:"count"`
-	P50   int64   `json:"p50"`
-	P90   int64   `json:"p90"`
-	P99   int64   `json:"p99"`
-	P999  int64   `json:"p99_9"`
-	Max   int64   `json:"max"`
-	Mean  float64 `json:"mean"`
+	ErrorLatency      map[string]stepstats.Latency `json:"error_latency_us"`
+	Schedule          *scheduleFigures             `json:"schedule"` // open loop only
+	LoadgenCPUPerOp   float64                      `json:"loadgen_cpu_us_per_op"`
+	LoadgenUserPerOp  float64                      `json:"loadgen_cpu_user_us_per_op"`
+	LoadgenSysPerOp   float64                      `json:"loadgen_cpu_sys_us_per_op"`
+	LoadgenCores      float64                      `json:"loadgen_cpu_cores"`
+	LoadgenBottleneck bool                         `json:"loadgen_maybe_bottleneck"`
+	Histograms        encodedHistograms            `json:"histograms"`
 }
 
 // scheduleFigures tell how well an open loop kept to its schedule.
 type scheduleFigures struct {
-	// Late counts requests sent more than lateThreshold (1 ms) after their
-	// intended start: every sender was busy (--max-in-flight reached) or
-	// the generator lacked CPU.
+	// Late counts requests sent more than recorder.LateThreshold (1 ms)
+	// after their intended start: every sender was busy (--max-in-flight
+	// reached) or the generator lacked CPU.
 	Late      int64   `json:"late_requests"`
 	LateShare float64 `json:"late_share"`
 	MaxLagUS  int64   `json:"max_lag_us"`
@@ -79,18 +72,6 @@ type encodedHistograms struct {
 	Errors  map[string]string `json:"errors"`
 }
 
-func latencyOf(h *hdrhistogram.Histogram) latencyFigures {
-	return latencyFigures{
-		Count: h.TotalCount(),
-		P50:   h.ValueAtQuantile(50),
-		P90:   h.ValueAtQuantile(90),
-		P99:   h.ValueAtQuantile(99),
-		P999:  h.ValueAtQuantile(99.9),
-		Max:   h.Max(),
-		Mean:  h.Mean(),
-	}
-}
-
 // encode returns h in V2 compressed base64, or "" if it cannot be encoded
 // (which only a broken histogram would cause).
 func encode(h *hdrhistogram.Histogram) string {
@@ -102,12 +83,12 @@ func encode(h *hdrhistogram.Histogram) string {
 }
 
 // figuresOf adds up measurements, e.g. every round of one target.
-func figuresOf(ms ...measurement) figures {
-	hist := newLatencyHistogram()
+func figuresOf(ms ...driver.Measurement) figures {
+	hist := stepstats.NewHistogram()
 	var (
 		f        figures
 		service  *hdrhistogram.Histogram
-		errLat   [numErrorKinds]*hdrhistogram.Histogram
+		errLat   [errclass.NumKinds]*hdrhistogram.Histogram
 		elapsed  time.Duration
 		cpu      time.Duration
 		user     time.Duration
@@ -117,63 +98,61 @@ func figuresOf(ms ...measurement) figures {
 	)
 	f.ErrorSamples = map[string]string{}
 	for _, m := range ms {
-		hist.Merge(m.latency)
-		if m.service != nil {
+		hist.Merge(m.Latency)
+		if m.Service != nil {
 			if service == nil {
-				service = newLatencyHistogram()
+				service = stepstats.NewHistogram()
 			}
-			service.Merge(m.service)
+			service.Merge(m.Service)
 		}
-		for k, h := range m.errLat {
+		for k, h := range m.ErrLat {
 			if h == nil {
 				continue
 			}
 			if errLat[k] == nil {
-				errLat[k] = newLatencyHistogram()
+				errLat[k] = stepstats.NewHistogram()
 			}
 			errLat[k].Merge(h)
 		}
-		f.Errors.Add(&m.errs)
-		for k, s := range m.samples {
-			name := ErrorKind(k).String()
-			if m.errs[k] > 0 && f.ErrorSamples[name] == "" {
+		f.Errors.Add(&m.Errs)
+		for k, s := range m.Samples {
+			name := errclass.Kind(k).String()
+			if m.Errs[k] > 0 && f.ErrorSamples[name] == "" {
 				f.ErrorSamples[name] = s
 			}
 		}
-		elapsed += m.elapsed
-		cpu += m.cpu
-		user += m.cpuUser
-		sys += m.cpuSys
-		reqs += m.requests()
-		schedule.Late += m.late
-		schedule.MaxLagUS = max(schedule.MaxLagUS, m.maxLag.Microseconds())
-		schedule.Unsent += m.unsent
+		elapsed += m.Elapsed
+		cpu += m.CPU
+		user += m.CPUUser
+		sys += m.CPUSys
+		reqs += m.Requests()
+		schedule.Late += m.Late
+		schedule.MaxLagUS = max(schedule.MaxLagUS, m.MaxLag.Microseconds())
+		schedule.Unsent += m.Unsent
 	}
 	f.Ops = hist.TotalCount()
 	f.ErrorsTotal = f.Errors.Total()
 	f.ElapsedSeconds = elapsed.Seconds()
-	f.Latency = latencyOf(hist)
+	f.Latency = stepstats.LatencyOf(hist)
 	f.Histograms = encodedHistograms{Latency: encode(hist), Errors: map[string]string{}}
-	f.ErrorLatency = map[string]latencyFigures{}
+	f.ErrorLatency = map[string]stepstats.Latency{}
 	for k, h := range errLat {
 		if h != nil {
-			name := ErrorKind(k).String()
-			f.ErrorLatency[name] = latencyOf(h)
+			name := errclass.Kind(k).String()
+			f.ErrorLatency[name] = stepstats.LatencyOf(h)
 			f.Histograms.Errors[name] = encode(h)
 		}
 	}
 	if service != nil {
-		s := latencyOf(service)
+		s := stepstats.LatencyOf(service)
 		f.Service = &s
 		f.Histograms.Service = encode(service)
-		if reqs > 0 {
-			schedule.LateShare = float64(schedule.Late) / float64(reqs)
-		}
-		schedule.Behind = schedule.LateShare > behindShare || schedule.Unsent > 0
+		schedule.LateShare = stepstats.LateShare(schedule.Late, reqs)
+		schedule.Behind = stepstats.Behind(schedule.Late, schedule.Unsent, reqs, behindShare)
 		f.Schedule = &schedule
 	}
+	f.Throughput = stepstats.Goodput(f.Ops, elapsed)
 	if elapsed > 0 {
-		f.Throughput = float64(f.Ops) / elapsed.Seconds()
 		f.LoadgenCores = cpu.Seconds() / elapsed.Seconds()
 	}
 	// CPU is charged to every completed request, failed ones included:
@@ -188,9 +167,6 @@ func figuresOf(ms ...measurement) figures {
 }
 
 // throughputOf is the successful requests per second of one measurement.
-func throughputOf(m measurement) float64 {
-	if m.elapsed <= 0 {
-		return 0
-	}
-	return float64(m.latency.TotalCount()) / m.elapsed.Seconds()
+func throughputOf(m driver.Measurement) float64 {
+	return stepstats.Goodput(m.Latency.TotalCount(), m.Elapsed)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cqlgate/cqlgate/internal/cassandratest"
+	"github.com/cqlgate/cqlgate/internal/loadgen/errclass"
 	"github.com/cqlgate/cqlgate/internal/proxytest"
 	"github.com/cqlgate/cqlgate/pkg/config"
 )
@@ -167,7 +168,7 @@ func TestAgainstCassandra(t *testing.T) {
 		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 			t.Fatalf("run --json output: %v\n%s", err, stdout)
 		}
-		if rep.Target.Ops != 0 || rep.Target.Errors[ErrKindOther] == 0 || rep.Target.Errors[ErrKindOther] != rep.Target.ErrorsTotal {
+		if rep.Target.Ops != 0 || rep.Target.Errors[errclass.Other] == 0 || rep.Target.Errors[errclass.Other] != rep.Target.ErrorsTotal {
 			t.Errorf("ops %d, errors %v; want 0 ops and only 'other' errors", rep.Target.Ops, rep.Target.Errors)
 		}
 		if msg := rep.Target.ErrorSamples["other"]; !strings.Contains(msg, "kv") {
@@ -293,15 +294,15 @@ func TestAgainstCassandra(t *testing.T) {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 		tg := decodeRun(t, stdout).Target
-		if tg.Errors[ErrKindOverloaded] == 0 {
+		if tg.Errors[errclass.Overloaded] == 0 {
 			t.Fatalf("errors %v (%v); want OVERLOADED from a proxy admitting one request at a time", tg.Errors, tg.ErrorSamples)
 		}
-		if other := tg.ErrorsTotal - tg.Errors[ErrKindOverloaded] - tg.Errors[ErrKindTimeout]; other > 0 {
+		if other := tg.ErrorsTotal - tg.Errors[errclass.Overloaded] - tg.Errors[errclass.Timeout]; other > 0 {
 			t.Errorf("errors %v (%v); want only overloaded (and timeouts on a busy machine)", tg.Errors, tg.ErrorSamples)
 		}
 		ol, ok := tg.ErrorLatency["overloaded"]
-		if !ok || ol.Count != tg.Errors[ErrKindOverloaded] {
-			t.Errorf("error_latency_us[overloaded] = %+v; want %d values", ol, tg.Errors[ErrKindOverloaded])
+		if !ok || ol.Count != tg.Errors[errclass.Overloaded] {
+			t.Errorf("error_latency_us[overloaded] = %+v; want %d values", ol, tg.Errors[errclass.Overloaded])
 		}
 		if _, ok := tg.Histograms.Errors["overloaded"]; !ok {
 			t.Errorf("no encoded histogram of the overloaded answers")
@@ -328,7 +329,7 @@ func TestAgainstCassandra(t *testing.T) {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 		tg := decodeRun(t, stdout).Target
-		if tg.Errors[ErrKindTimeout] == 0 || tg.Errors[ErrKindTimeout] != tg.ErrorsTotal {
+		if tg.Errors[errclass.Timeout] == 0 || tg.Errors[errclass.Timeout] != tg.ErrorsTotal {
 			t.Errorf("errors %v (%v); want timeouts only", tg.Errors, tg.ErrorSamples)
 		}
 		if tl, ok := tg.ErrorLatency["timeout"]; !ok || tl.P50 < 90_000 {

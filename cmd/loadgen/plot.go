@@ -10,11 +10,13 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/cqlgate/cqlgate/internal/loadgen/driver"
 )
 
 // writePlot draws throughput (top) and p50/p99 latency (bottom) over time
 // from a timeline into a PNG file.
-func writePlot(path, title string, tl []timelinePoint) error {
+func writePlot(path, title string, tl []driver.TimelinePoint) error {
 	if len(tl) == 0 {
 		return fmt.Errorf("plot %s: no interval was recorded (the run was shorter than --interval)", path)
 	}

@@ -6,6 +6,9 @@ import (
 	"io"
 	"math"
 	"runtime"
+
+	"github.com/cqlgate/cqlgate/internal/loadgen/driver"
+	"github.com/cqlgate/cqlgate/internal/loadgen/roundstats"
 )
 
 // JSON output (--json): one object on stdout. Field names are stable;
@@ -102,7 +105,7 @@ type settings struct {
 	BottleneckCPUs float64 `json:"bottleneck_cores"` // loadgen_cpu_cores above this warns
 }
 
-func settingsOf(cfg *Config, workload Workload, rounds int) settings {
+func settingsOf(cfg *Config, workload driver.Workload, rounds int) settings {
 	readRatio := cfg.ReadRatio
 	if kv, ok := workload.(kvWorkload); ok {
 		readRatio = kv.readRatio
@@ -138,12 +141,12 @@ func settingsOf(cfg *Config, workload Workload, rounds int) settings {
 }
 
 type runReport struct {
-	Command           string          `json:"command"`
-	Settings          settings        `json:"settings"`
-	Target            targetReport    `json:"target"`
-	Timeline          []timelinePoint `json:"timeline"`
-	Proxy             *runProxy       `json:"proxy"`
-	LoadgenBottleneck bool            `json:"loadgen_maybe_bottleneck"`
+	Command           string                 `json:"command"`
+	Settings          settings               `json:"settings"`
+	Target            targetReport           `json:"target"`
+	Timeline          []driver.TimelinePoint `json:"timeline"`
+	Proxy             *runProxy              `json:"proxy"`
+	LoadgenBottleneck bool                   `json:"loadgen_maybe_bottleneck"`
 }
 
 // runProxy is what the probe saw of the proxy during a run.
@@ -168,14 +171,14 @@ type compareReport struct {
 
 type compareTarget struct {
 	targetReport
-	RoundThroughput summary       `json:"round_throughput_ops_s"`
-	Rounds          []roundReport `json:"rounds"`
-	ThroughputRatio float64       `json:"throughput_ratio"`
-	AddedLatency    addedLatency  `json:"added_latency_us"`
-	Significance    *significance `json:"significance"`
-	ProxyCPUPerReq  *float64      `json:"proxy_cpu_us_per_req"`
-	ProxyCPUSource  string        `json:"proxy_cpu_source"`
-	Proxy           *proxyFigures `json:"proxy"`
+	RoundThroughput roundstats.Summary `json:"round_throughput_ops_s"`
+	Rounds          []roundReport      `json:"rounds"`
+	ThroughputRatio float64            `json:"throughput_ratio"`
+	AddedLatency    addedLatency       `json:"added_latency_us"`
+	Significance    *significance      `json:"significance"`
+	ProxyCPUPerReq  *float64           `json:"proxy_cpu_us_per_req"`
+	ProxyCPUSource  string             `json:"proxy_cpu_source"`
+	Proxy           *proxyFigures      `json:"proxy"`
 }
 
 type roundReport struct {

@@ -10,22 +10,26 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+
+	"github.com/cqlgate/cqlgate/internal/loadgen/driver"
+	"github.com/cqlgate/cqlgate/internal/loadgen/recorder"
 )
 
 // syntheticMeasurement fakes one 1 s window: ops successes taking
 // baseMicros + (i mod 100) µs, errs no-streams failures, and cpu of
 // loadgen CPU time.
-func syntheticMeasurement(ops int, baseMicros int64, errs int64, cpu time.Duration) measurement {
-	r := newRecorder(1, false, 0)
-	r.setPhase(phaseMeasure)
+func syntheticMeasurement(ops int, baseMicros int64, errs int64, cpu time.Duration) driver.Measurement {
+	r := recorder.New(1, false, 0)
+	r.SetPhase(recorder.Measure)
 	for i := range ops {
-		r.record(0, ok(time.Duration(baseMicros+int64(i%100))*time.Microsecond))
+		took := time.Duration(baseMicros+int64(i%100)) * time.Microsecond
+		r.Record(0, recorder.Outcome{Latency: took, Service: took})
 	}
 	for range errs {
-		r.record(0, fail(0, gocql.ErrNoStreams))
+		r.Record(0, recorder.Outcome{Err: gocql.ErrNoStreams})
 	}
-	r.setPhase(phaseDone)
-	return measurement{recorded: r.snapshot(), elapsed: time.Second, cpu: cpu}
+	r.SetPhase(recorder.Done)
+	return driver.Measurement{Recorded: r.Snapshot(), Elapsed: time.Second, CPU: cpu}
 }
 
 func testConfig() *Config {
@@ -49,12 +53,12 @@ func syntheticCompare(t *testing.T) compareReport {
 	order := roundOrder(2, 2)
 	results := [][]roundResult{
 		{
-			{measurement: syntheticMeasurement(1000, 500, 0, 20*time.Millisecond), round: 1, position: 1, proxyCPU: -1},
-			{measurement: syntheticMeasurement(1010, 500, 0, 20*time.Millisecond), round: 2, position: 2, proxyCPU: -1},
+			{Measurement: syntheticMeasurement(1000, 500, 0, 20*time.Millisecond), round: 1, position: 1, proxyCPU: -1},
+			{Measurement: syntheticMeasurement(1010, 500, 0, 20*time.Millisecond), round: 2, position: 2, proxyCPU: -1},
 		},
 		{
-			{measurement: syntheticMeasurement(900, 600, 0, 20*time.Millisecond), round: 1, position: 2, proxyCPU: 30 * time.Millisecond},
-			{measurement: syntheticMeasurement(890, 600, 10, 20*time.Millisecond), round: 2, position: 1, proxyCPU: 30 * time.Millisecond},
+			{Measurement: syntheticMeasurement(900, 600, 0, 20*time.Millisecond), round: 1, position: 2, proxyCPU: 30 * time.Millisecond},
+			{Measurement: syntheticMeasurement(890, 600, 10, 20*time.Millisecond), round: 2, position: 1, proxyCPU: 30 * time.Millisecond},
 		},
 	}
 	return buildCompareReport(cfg, w, order, results)

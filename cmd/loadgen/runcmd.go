@@ -9,6 +9,10 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/gocql/gocql"
+
+	"github.com/cqlgate/cqlgate/internal/loadgen/driver"
+	"github.com/cqlgate/cqlgate/internal/loadgen/recorder"
+	"github.com/cqlgate/cqlgate/internal/loadgen/stepstats"
 )
 
 // runRun drives one endpoint and reports on it. errorsSeen tells whether
@@ -31,7 +35,7 @@ func runRun(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (errorsS
 	defer s.Close()
 
 	d := newDriver(cfg, s, workload, ep.Name, stderr)
-	closeLog, err := d.openHDRLog(cfg.HDRLog)
+	closeLog, err := openHDRLog(d, cfg.HDRLog)
 	if err != nil {
 		return false, err
 	}
@@ -50,7 +54,7 @@ func runRun(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (errorsS
 		if watch, err = probe.start(ctx, cfg.Interval); err != nil {
 			return false, fmt.Errorf("proxy probe: %w", err)
 		}
-		d.around = func(start bool) {
+		d.Around = func(start bool) {
 			var v time.Duration
 			var err error
 			if v, err = cpuSrc.CPU(ctx); err != nil {
@@ -66,7 +70,7 @@ func runRun(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (errorsS
 	if cfg.Ops > 0 {
 		window = 0
 	}
-	m, err := d.measure(ctx, cfg.Warmup, window, cfg.Ops)
+	m, err := d.Measure(ctx, cfg.Warmup, window, cfg.Ops)
 	if cerr := closeLog(); err == nil {
 		err = cerr
 	}
@@ -78,7 +82,7 @@ func runRun(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (errorsS
 		Command:  cmdRun,
 		Settings: settingsOf(cfg, workload, 1),
 		Target:   targetReport{Name: ep.Name, Hosts: ep.Hosts, figures: figuresOf(m)},
-		Timeline: d.timeline,
+		Timeline: d.Timeline,
 	}
 	if watch != nil {
 		pf, err := watch.end(ctx)
@@ -89,7 +93,7 @@ func runRun(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (errorsS
 			return false, fmt.Errorf("proxy cpu: %w", cpuErr)
 		}
 		rep.Proxy = &runProxy{proxyFigures: pf}
-		if reqs := m.requests(); reqs > 0 {
+		if reqs := m.Requests(); reqs > 0 {
 			rep.Proxy.CPUPerReq = finite(float64((cpu1 - cpu0).Nanoseconds()) / 1e3 / float64(reqs))
 		}
 	}
@@ -103,27 +107,27 @@ func runRun(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (errorsS
 	// The plot comes after the report: a run too short to plot still
 	// reports its figures.
 	if err == nil && cfg.Plot != "" {
-		err = writePlot(cfg.Plot, "loadgen run: "+describeLoad(rep.Settings), d.timeline)
+		err = writePlot(cfg.Plot, "loadgen run: "+describeLoad(rep.Settings), d.Timeline)
 	}
 	return rep.Target.ErrorsTotal > 0, err
 }
 
 // newDriver builds the driver of cfg's load model.
-func newDriver(cfg *Config, s *gocql.Session, workload Workload, label string, stderr io.Writer) *driver {
-	d := &driver{session: s, workload: workload, workers: cfg.Workers, label: label, interval: cfg.Interval}
+func newDriver(cfg *Config, s *gocql.Session, workload driver.Workload, label string, stderr io.Writer) *driver.Driver {
+	d := &driver.Driver{Session: s, Workload: workload, Workers: cfg.Workers, Label: label, Interval: cfg.Interval}
 	if cfg.Rate > 0 {
-		d.rate = cfg.Rate
-		d.workers = cfg.MaxInFlight
+		d.Rate = cfg.Rate
+		d.Workers = cfg.MaxInFlight
 	}
 	if !cfg.Quiet {
-		d.progress = stderr
+		d.Progress = stderr
 	}
 	return d
 }
 
 // openHDRLog makes the driver write its interval histograms to path; the
 // returned function closes the file. An empty path logs nothing.
-func (d *driver) openHDRLog(path string) (closeLog func() error, err error) {
+func openHDRLog(d *driver.Driver, path string) (closeLog func() error, err error) {
 	if path == "" {
 		return func() error { return nil }, nil
 	}
@@ -142,7 +146,7 @@ func (d *driver) openHDRLog(path string) (closeLog func() error, err error) {
 			return nil, fmt.Errorf("hdr log %s: %w", path, err)
 		}
 	}
-	d.hdrLog = w
+	d.HDRLog = w
 	return func() error {
 		if err := f.Close(); err != nil {
 			return fmt.Errorf("hdr log %s: %w", path, err)
@@ -161,6 +165,6 @@ func warnHonesty(stderr io.Writer, s settings, f figures) {
 		fmt.Fprintf(stderr, "loadgen: WARNING: fell behind the schedule of %.0f/s: %d requests (%.1f%%) sent over %s late, "+
 			"max lag %s, %d due but never sent; the offered load was below --rate "+
 			"(all --max-in-flight %d senders busy, or loadgen short of CPU)\n",
-			s.Rate, sc.Late, 100*sc.LateShare, lateThreshold, micros(sc.MaxLagUS), sc.Unsent, s.MaxInFlight)
+			s.Rate, sc.Late, 100*sc.LateShare, recorder.LateThreshold, stepstats.Micros(sc.MaxLagUS), sc.Unsent, s.MaxInFlight)
 	}
 }

@@ -13,6 +13,9 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/gocql/gocql"
+
+	"github.com/cqlgate/cqlgate/internal/loadgen/errclass"
+	"github.com/cqlgate/cqlgate/internal/loadgen/stepstats"
 )
 
 // The multiget scenario reproduces the published comparison of four ways
@@ -70,14 +73,14 @@ type multigetSettings struct {
 
 // multigetMethod is one method's batches.
 type multigetMethod struct {
-	Name         string         `json:"name"`
-	Batches      int64          `json:"batches"` // successful batches
-	ErrorsTotal  int64          `json:"errors_total"`
-	Errors       ErrorCounts    `json:"errors"`
-	RowsPerBatch float64        `json:"rows_per_batch"` // mean rows fetched by a successful batch
-	Latency      latencyFigures `json:"batch_latency_us"`
-	Ratio        float64        `json:"ratio_to_fastest"` // mean batch time / the fastest method's
-	Histogram    string         `json:"histogram"`        // HdrHistogram V2 compressed, base64, µs
+	Name         string            `json:"name"`
+	Batches      int64             `json:"batches"` // successful batches
+	ErrorsTotal  int64             `json:"errors_total"`
+	Errors       errclass.Counts   `json:"errors"`
+	RowsPerBatch float64           `json:"rows_per_batch"` // mean rows fetched by a successful batch
+	Latency      stepstats.Latency `json:"batch_latency_us"`
+	Ratio        float64           `json:"ratio_to_fastest"` // mean batch time / the fastest method's
+	Histogram    string            `json:"histogram"`        // HdrHistogram V2 compressed, base64, µs
 }
 
 func runMultiget(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (errorsSeen bool, err error) {
@@ -102,13 +105,13 @@ func runMultiget(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (er
 
 	type result struct {
 		hist    *hdrhistogram.Histogram
-		errs    ErrorCounts
+		errs    errclass.Counts
 		rows    int64
 		samples map[string]string
 	}
 	results := make(map[string]*result, len(cfg.Methods))
 	for _, m := range cfg.Methods {
-		results[m] = &result{hist: newLatencyHistogram(), samples: map[string]string{}}
+		results[m] = &result{hist: stepstats.NewHistogram(), samples: map[string]string{}}
 	}
 
 	// One unmeasured round prepares every statement and fills the
@@ -141,14 +144,14 @@ func runMultiget(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (er
 					m, rows, mg.expectedRows(m, len(batch)))
 			}
 			if err != nil {
-				k := classifyError(err)
+				k := errclass.Classify(err)
 				r.errs[k]++
 				if r.samples[k.String()] == "" {
 					r.samples[k.String()] = err.Error()
 				}
 				continue
 			}
-			recordMicros(r.hist, took)
+			stepstats.Record(r.hist, took)
 			r.rows += int64(rows)
 		}
 		if !cfg.Quiet && (b+1)%max(1, cfg.Batches/10) == 0 {
@@ -170,7 +173,7 @@ func runMultiget(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (er
 		r := results[m]
 		mm := multigetMethod{
 			Name: m, Batches: r.hist.TotalCount(), ErrorsTotal: r.errs.Total(), Errors: r.errs,
-			Latency: latencyOf(r.hist), Histogram: encode(r.hist),
+			Latency: stepstats.LatencyOf(r.hist), Histogram: encode(r.hist),
 		}
 		if mm.Batches > 0 {
 			mm.RowsPerBatch = float64(r.rows) / float64(mm.Batches)

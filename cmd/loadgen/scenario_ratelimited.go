@@ -7,6 +7,10 @@ import (
 	"runtime"
 	"text/tabwriter"
 	"time"
+
+	"github.com/cqlgate/cqlgate/internal/loadgen/driver"
+	"github.com/cqlgate/cqlgate/internal/loadgen/errclass"
+	"github.com/cqlgate/cqlgate/internal/loadgen/stepstats"
 )
 
 // The ratelimited scenario reproduces the published cql_stress tool: a
@@ -47,15 +51,15 @@ type rateLimitedSettings struct {
 
 // rateLimitedRun is one one-second run.
 type rateLimitedRun struct {
-	Run         int               `json:"run"` // 1-based
-	Ops         int64             `json:"ops"`
-	ErrorsTotal int64             `json:"errors_total"`
-	Errors      ErrorCounts       `json:"errors"`
-	Throughput  float64           `json:"throughput_ops_s"`
-	Latency     latencyFigures    `json:"latency_us"`      // from intended start
-	Service     *latencyFigures   `json:"service_time_us"` // from send
-	Schedule    *scheduleFigures  `json:"schedule"`
-	Histograms  encodedHistograms `json:"histograms"`
+	Run         int                `json:"run"` // 1-based
+	Ops         int64              `json:"ops"`
+	ErrorsTotal int64              `json:"errors_total"`
+	Errors      errclass.Counts    `json:"errors"`
+	Throughput  float64            `json:"throughput_ops_s"`
+	Latency     stepstats.Latency  `json:"latency_us"`      // from intended start
+	Service     *stepstats.Latency `json:"service_time_us"` // from send
+	Schedule    *scheduleFigures   `json:"schedule"`
+	Histograms  encodedHistograms  `json:"histograms"`
 }
 
 // runDuration is the length of one run of the ratelimited scenario, as in
@@ -88,9 +92,9 @@ func runRateLimited(ctx context.Context, cfg *Config, stdout, stderr io.Writer) 
 		return false, err
 	}
 	workload := kvWorkload{name: workloadWrite, keys: keys, valueSize: cfg.ValueSize, insert: insertRL}
-	d := &driver{session: s, workload: workload, workers: cfg.Parallelism, rate: cfg.Rate, interval: cfg.Interval}
+	d := &driver.Driver{Session: s, Workload: workload, Workers: cfg.Parallelism, Rate: cfg.Rate, Interval: cfg.Interval}
 	if !cfg.Quiet {
-		d.progress = stderr
+		d.Progress = stderr
 	}
 
 	probe := newProxyProbe(cfg.ProxyMetrics, cfg.ProxyPID)
@@ -109,10 +113,10 @@ func runRateLimited(ctx context.Context, cfg *Config, stdout, stderr io.Writer) 
 			Consistency: cfg.Consistency, NumCPU: runtime.NumCPU(),
 		},
 	}
-	var all []measurement
+	var all []driver.Measurement
 	for r := range cfg.Runs {
-		d.label = fmt.Sprintf("run %d", r+1)
-		m, err := d.measure(ctx, 0, runDuration, 0)
+		d.Label = fmt.Sprintf("run %d", r+1)
+		m, err := d.Measure(ctx, 0, runDuration, 0)
 		if err != nil {
 			return false, fmt.Errorf("run %d: %w", r+1, err)
 		}
@@ -123,7 +127,7 @@ func runRateLimited(ctx context.Context, cfg *Config, stdout, stderr io.Writer) 
 			Latency: f.Latency, Service: f.Service, Schedule: f.Schedule, Histograms: f.Histograms,
 		})
 		if !cfg.Quiet {
-			fmt.Fprintf(stderr, "loadgen: run %d: %.0f ops/s, p99 %s, errors %d\n", r+1, f.Throughput, micros(f.Latency.P99), f.ErrorsTotal)
+			fmt.Fprintf(stderr, "loadgen: run %d: %.0f ops/s, p99 %s, errors %d\n", r+1, f.Throughput, stepstats.Micros(f.Latency.P99), f.ErrorsTotal)
 		}
 	}
 	rep.Total = targetReport{Name: ep.Name, Hosts: ep.Hosts, figures: figuresOf(all...)}
@@ -158,16 +162,16 @@ func writeRateLimitedTable(w io.Writer, rep rateLimitedReport) error {
 		map[bool]string{true: "dropped at the end", false: "kept"}[rep.Dropped])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\tops/s\terrors\tp50\tp99\tmax\tservice p99\tlate\tunsent\t")
-	row := func(name string, ops float64, errs int64, l latencyFigures, svc *latencyFigures, sc *scheduleFigures) {
+	row := func(name string, ops float64, errs int64, l stepstats.Latency, svc *stepstats.Latency, sc *scheduleFigures) {
 		sp99, late, unsent := "-", "-", "-"
 		if svc != nil {
-			sp99 = micros(svc.P99)
+			sp99 = stepstats.Micros(svc.P99)
 		}
 		if sc != nil {
 			late, unsent = fmt.Sprint(sc.Late), fmt.Sprint(sc.Unsent)
 		}
 		fmt.Fprintf(tw, "%s\t%.0f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, ops, errs,
-			micros(l.P50), micros(l.P99), micros(l.Max), sp99, late, unsent)
+			stepstats.Micros(l.P50), stepstats.Micros(l.P99), stepstats.Micros(l.Max), sp99, late, unsent)
 	}
 	for _, r := range rep.Runs {
 		row(fmt.Sprint(r.Run), r.Throughput, r.ErrorsTotal, r.Latency, r.Service, r.Schedule)

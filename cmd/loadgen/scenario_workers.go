@@ -10,6 +10,10 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/cqlgate/cqlgate/internal/loadgen/cputime"
+	"github.com/cqlgate/cqlgate/internal/loadgen/driver"
+	"github.com/cqlgate/cqlgate/internal/loadgen/recorder"
 )
 
 // The workers scenario reproduces the published seed experiment: one gocql
@@ -22,13 +26,13 @@ import (
 
 // workersReport is the JSON of the workers scenario.
 type workersReport struct {
-	Command  string           `json:"command"` // "workers"
-	Settings workersSettings  `json:"settings"`
-	WallS    float64          `json:"wall_s"` // first goroutine started to last one finished
-	Target   targetReport     `json:"target"` // elapsed_s is the wall time
-	Timeline []timelinePoint  `json:"timeline"`
-	Proxy    *runProxy        `json:"proxy"`
-	Loadgen  workersGenerator `json:"loadgen"`
+	Command  string                 `json:"command"` // "workers"
+	Settings workersSettings        `json:"settings"`
+	WallS    float64                `json:"wall_s"` // first goroutine started to last one finished
+	Target   targetReport           `json:"target"` // elapsed_s is the wall time
+	Timeline []driver.TimelinePoint `json:"timeline"`
+	Proxy    *runProxy              `json:"proxy"`
+	Loadgen  workersGenerator       `json:"loadgen"`
 }
 
 type workersSettings struct {
@@ -62,7 +66,7 @@ func runWorkers(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 	}
 	defer s.Close()
 
-	if err := sleepCtx(ctx, cfg.Settle); err != nil {
+	if err := driver.Sleep(ctx, cfg.Settle); err != nil {
 		return false, fmt.Errorf("interrupted: %w", err)
 	}
 	probe := newProxyProbe(cfg.ProxyMetrics, cfg.ProxyPID)
@@ -82,20 +86,20 @@ func runWorkers(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 
 	// Every request counts: the published figure is the wall time of the
 	// whole flood, connection warm-up and prepares included.
-	rec := newRecorder(cfg.Workers, false, 0)
-	rec.setPhase(phaseMeasure)
-	d := &driver{interval: cfg.Interval, label: "workers"}
+	rec := recorder.New(cfg.Workers, false, 0)
+	rec.SetPhase(recorder.Measure)
+	d := &driver.Driver{Interval: cfg.Interval, Label: "workers"}
 	if !cfg.Quiet {
-		d.progress = stderr
+		d.Progress = stderr
 	}
-	closeLog, err := d.openHDRLog(cfg.HDRLog)
+	closeLog, err := openHDRLog(d, cfg.HDRLog)
 	if err != nil {
 		return false, err
 	}
-	d.began = time.Now()
-	stopProgress := d.startProgress(rec)
+	d.Began = time.Now()
+	stopProgress := d.StartProgress(rec)
 
-	u0, s0, err := selfCPU()
+	u0, s0, err := cputime.Self()
 	if err != nil {
 		return false, err
 	}
@@ -112,17 +116,17 @@ func runWorkers(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 				t := time.Now()
 				err := readKV(ctx, s, key, &v)
 				took := time.Since(t)
-				rec.record(id, outcome{latency: took, service: took, err: err})
+				rec.Record(id, recorder.Outcome{Latency: took, Service: took, Err: err})
 			}
 		})
 	}
 	wg.Wait()
 	wall := time.Since(start)
-	u1, s1, err := selfCPU()
+	u1, s1, err := cputime.Self()
 	if err != nil {
 		return false, err
 	}
-	rec.setPhase(phaseDone)
+	rec.SetPhase(recorder.Done)
 	stopProgress()
 	if err := closeLog(); err != nil {
 		return false, err
@@ -131,7 +135,7 @@ func runWorkers(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 		return false, fmt.Errorf("interrupted: %w", err)
 	}
 
-	m := measurement{recorded: rec.snapshot(), elapsed: wall, cpu: u1 - u0 + s1 - s0, cpuUser: u1 - u0, cpuSys: s1 - s0}
+	m := driver.Measurement{Recorded: rec.Snapshot(), Elapsed: wall, CPU: u1 - u0 + s1 - s0, CPUUser: u1 - u0, CPUSys: s1 - s0}
 	rep := workersReport{
 		Command: cmdWorkers,
 		Settings: workersSettings{
@@ -141,7 +145,7 @@ func runWorkers(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 		},
 		WallS:    wall.Seconds(),
 		Target:   targetReport{Name: ep.Name, Hosts: ep.Hosts, figures: figuresOf(m)},
-		Timeline: d.timeline,
+		Timeline: d.Timeline,
 		Loadgen:  workersGenerator{MaxRSSBytes: maxRSS()},
 	}
 	if watch != nil {
@@ -155,7 +159,7 @@ func runWorkers(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 			if err != nil {
 				return false, fmt.Errorf("proxy cpu: %w", err)
 			}
-			if reqs := m.requests(); reqs > 0 {
+			if reqs := m.Requests(); reqs > 0 {
 				rep.Proxy.CPUPerReq = finite(float64((pcpu1 - pcpu0).Nanoseconds()) / 1e3 / float64(reqs))
 			}
 		}
@@ -167,7 +171,7 @@ func runWorkers(ctx context.Context, cfg *Config, stdout, stderr io.Writer) (err
 	}
 	if err == nil && cfg.Plot != "" {
 		title := fmt.Sprintf("loadgen workers: %d goroutines x %d SELECTs", cfg.Workers, cfg.Queries)
-		err = writePlot(cfg.Plot, title, d.timeline)
+		err = writePlot(cfg.Plot, title, d.Timeline)
 	}
 	return rep.Target.ErrorsTotal > 0, err
 }

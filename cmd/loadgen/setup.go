@@ -10,6 +10,9 @@ import (
 
 	"github.com/gocql/gocql"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/cqlgate/cqlgate/internal/loadgen/driver"
+	"github.com/cqlgate/cqlgate/internal/loadgen/errclass"
 )
 
 // runSetup creates the keyspace and table kv and preloads rows 0..Rows-1,
@@ -139,11 +142,11 @@ func execIdempotent(ctx context.Context, s *gocql.Session, stmt string, values .
 		q := s.Query(stmt, values...).WithContext(ctx)
 		err = q.Exec()
 		q.Release()
-		if err == nil || classifyError(err) == ErrKindOther {
+		if err == nil || errclass.Classify(err) == errclass.Other {
 			return err
 		}
 		if attempt < setupAttempts {
-			if serr := sleepCtx(ctx, time.Duration(attempt)*200*time.Millisecond); serr != nil {
+			if serr := driver.Sleep(ctx, time.Duration(attempt)*200*time.Millisecond); serr != nil {
 				return errors.Join(err, serr)
 			}
 		}

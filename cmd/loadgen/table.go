@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/cqlgate/cqlgate/internal/loadgen/stepstats"
 )
 
 // writeRunTable prints a run report for people.
@@ -38,7 +40,7 @@ func writeRunTable(w io.Writer, rep runReport) error {
 	}
 	if sc := t.Schedule; sc != nil {
 		fmt.Fprintf(tw, "schedule\t%d late (%.2f%%), max lag %s, %d unsent%s\n",
-			sc.Late, 100*sc.LateShare, micros(sc.MaxLagUS), sc.Unsent, map[bool]string{true: ": FELL BEHIND", false: ""}[sc.Behind])
+			sc.Late, 100*sc.LateShare, stepstats.Micros(sc.MaxLagUS), sc.Unsent, map[bool]string{true: ": FELL BEHIND", false: ""}[sc.Behind])
 	}
 	fmt.Fprintf(tw, "loadgen cpu\t%.1f µs/op (user %.1f, sys %.1f; %.2f cores of %d)\n",
 		t.LoadgenCPUPerOp, t.LoadgenUserPerOp, t.LoadgenSysPerOp, t.LoadgenCores, s.NumCPU)
@@ -101,9 +103,9 @@ func formatValue(v float64) string {
 	return strconv.FormatFloat(v, 'f', 4, 64)
 }
 
-func describeLatency(l latencyFigures) string {
+func describeLatency(l stepstats.Latency) string {
 	return fmt.Sprintf("p50 %s  p90 %s  p99 %s  p99.9 %s  max %s",
-		micros(l.P50), micros(l.P90), micros(l.P99), micros(l.P999), micros(l.Max))
+		stepstats.Micros(l.P50), stepstats.Micros(l.P90), stepstats.Micros(l.P99), stepstats.Micros(l.P999), stepstats.Micros(l.Max))
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -4,28 +4,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-	"time"
 )
-
-func TestScheduleDueAndUnsent(t *testing.T) {
-	start := time.Unix(1000, 0)
-	s := newSchedule(start, 1000) // one request per ms
-	if got := s.at(5); !got.Equal(start.Add(5 * time.Millisecond)) {
-		t.Errorf("at(5) = %v; want start+5ms", got.Sub(start))
-	}
-	// Requests 0..10 are due at start+10ms: 11 of them.
-	if got := s.due(start.Add(10 * time.Millisecond)); got != 11 {
-		t.Errorf("due(+10ms) = %d; want 11", got)
-	}
-	s.sent.Store(4)
-	if got := s.unsent(start.Add(10*time.Millisecond + 500*time.Microsecond)); got != 7 {
-		t.Errorf("unsent = %d; want 7 (11 due, 4 sent)", got)
-	}
-	s.sent.Store(50)
-	if got := s.unsent(start.Add(10 * time.Millisecond)); got != 0 {
-		t.Errorf("unsent when ahead = %d; want 0", got)
-	}
-}
 
 func TestKeyDistributions(t *testing.T) {
 	const rows = 1000

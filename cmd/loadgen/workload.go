@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 
 	"github.com/gocql/gocql"
+
+	"github.com/cqlgate/cqlgate/internal/loadgen/driver"
 )
 
 const (
@@ -14,25 +16,7 @@ const (
 	workloadMixed = "mixed"
 )
 
-// Workload describes what the workers do. A Workload is shared by all
-// workers and must be safe for concurrent use; per-worker state (random
-// source, buffers) lives in the Worker it hands out.
-type Workload interface {
-	// Name is the label in reports.
-	Name() string
-	// NewWorker returns the state of worker id. It is called once per
-	// worker per measurement.
-	NewWorker(id int) Worker
-}
-
-// Worker performs one operation per Do call. It is used by one goroutine
-// at a time (the open loop hands it from one sending goroutine to the
-// next through a channel).
-type Worker interface {
-	Do(ctx context.Context, s *gocql.Session) error
-}
-
-func newWorkload(cfg *Config) (Workload, error) {
+func newWorkload(cfg *Config) (driver.Workload, error) {
 	keys, err := newKeySource(cfg.KeyDist, cfg.Rows, cfg.ZipfS)
 	if err != nil {
 		return nil, err
@@ -74,7 +58,7 @@ type kvWorkload struct {
 
 func (w kvWorkload) Name() string { return w.name }
 
-func (w kvWorkload) NewWorker(id int) Worker {
+func (w kvWorkload) NewWorker(id int) driver.Worker {
 	// A seeded source per worker: no lock shared between workers, and a
 	// run's key sequence does not depend on scheduling.
 	rng := rand.New(rand.NewPCG(uint64(id), 0x636f6c67617465))

@@ -1,4 +1,12 @@
-package main
+// Package cputime reads CPU time counters: this process's (getrusage),
+// another process's (/proc/PID/stat) and each CPU's busy share of the
+// machine (/proc/stat).
+//
+// It owns the readers and the parsing of their files, nothing else: it
+// must not sample on its own schedule, keep state between readings or
+// judge the figures (whether the generator is the bottleneck is the
+// caller's call). Readings are cumulative; callers take differences.
+package cputime
 
 import (
 	"bytes"
@@ -10,11 +18,11 @@ import (
 	"time"
 )
 
-// selfCPU returns the user and system CPU time this process has used so
+// Self returns the user and system CPU time this process has used so
 // far. It counts every goroutine of the generator, gocql's readers and
 // writers and the garbage collector included, which is what "CPU per op"
 // must charge; the system part is mostly the socket syscalls.
-func selfCPU() (user, sys time.Duration, err error) {
+func Self() (user, sys time.Duration, err error) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, 0, fmt.Errorf("getrusage: %w", err)
@@ -22,9 +30,10 @@ func selfCPU() (user, sys time.Duration, err error) {
 	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), nil
 }
 
-// cpuSource reports the cumulative CPU time of some process, such as the
-// proxy under test.
-type cpuSource interface {
+// Source reports the cumulative CPU time of some process, such as the
+// proxy under test. ProcStat is one; a reader of the process's metrics is
+// another.
+type Source interface {
 	CPU(ctx context.Context) (time.Duration, error)
 	String() string
 }
@@ -34,27 +43,29 @@ type cpuSource interface {
 // Linux fixes USER_HZ at 100 on every architecture Go supports.
 const clockTicksPerSecond = 100
 
-// procStatCPU reads a process's CPU time from /proc/PID/stat.
-type procStatCPU struct {
-	pid int
-	// root is "/proc" outside tests.
-	root string
+// ProcStat reads a process's CPU time from /proc/PID/stat.
+type ProcStat struct {
+	PID int
+	// Root is the proc file system's mount point; "" means "/proc".
+	Root string
 }
 
-func (p procStatCPU) String() string { return "pid " + strconv.Itoa(p.pid) }
+func (p ProcStat) String() string { return "pid " + strconv.Itoa(p.PID) }
 
-func (p procStatCPU) CPU(context.Context) (time.Duration, error) {
-	root := p.root
+// CPU returns the process's user plus system time, at the 10 ms
+// resolution of clock ticks.
+func (p ProcStat) CPU(context.Context) (time.Duration, error) {
+	root := p.Root
 	if root == "" {
 		root = "/proc"
 	}
-	b, err := os.ReadFile(fmt.Sprintf("%s/%d/stat", root, p.pid))
+	b, err := os.ReadFile(fmt.Sprintf("%s/%d/stat", root, p.PID))
 	if err != nil {
-		return 0, fmt.Errorf("read cpu time of pid %d: %w", p.pid, err)
+		return 0, fmt.Errorf("read cpu time of pid %d: %w", p.PID, err)
 	}
 	ticks, err := parseProcStatTicks(b)
 	if err != nil {
-		return 0, fmt.Errorf("pid %d: %w", p.pid, err)
+		return 0, fmt.Errorf("pid %d: %w", p.PID, err)
 	}
 	return time.Duration(ticks) * time.Second / clockTicksPerSecond, nil
 }

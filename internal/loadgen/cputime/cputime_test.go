@@ -1,4 +1,4 @@
-package main
+package cputime
 
 import (
 	"context"
@@ -55,14 +55,14 @@ func TestProcStatCPUReadsFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got, err := procStatCPU{pid: 4242, root: root}.CPU(context.Background())
+	got, err := ProcStat{PID: 4242, Root: root}.CPU(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := 10 * time.Second; got != want { // 1000 ticks at 100/s
 		t.Errorf("got %v; want %v", got, want)
 	}
-	if _, err := (procStatCPU{pid: 4243, root: root}).CPU(context.Background()); err == nil {
+	if _, err := (ProcStat{PID: 4243, Root: root}).CPU(context.Background()); err == nil {
 		t.Error("missing pid: no error")
 	}
 }
@@ -77,16 +77,60 @@ func TestProcStatCPUAgreesWithRusage(t *testing.T) {
 	for x := 0; time.Now().Before(deadline); x++ {
 		_ = strconv.Itoa(x) // burn some CPU
 	}
-	viaProc, err := procStatCPU{pid: os.Getpid()}.CPU(context.Background())
+	viaProc, err := ProcStat{PID: os.Getpid()}.CPU(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	user, sys, err := selfCPU()
+	user, sys, err := Self()
 	if err != nil {
 		t.Fatal(err)
 	}
 	viaRusage := user + sys
 	if diff := viaRusage - viaProc; diff < -100*time.Millisecond || diff > 100*time.Millisecond {
 		t.Errorf("/proc says %v, getrusage %v", viaProc, viaRusage)
+	}
+}
+
+func TestParsePerCPU(t *testing.T) {
+	// user nice system idle iowait irq softirq steal guest guest_nice
+	stat := "cpu  300 0 100 900 50 0 10 0 0 0\n" +
+		"cpu0 200 0 50 100 10 0 5 0 0 0\n" +
+		"cpu1 100 0 50 800 40 0 5 0 0 0\n" +
+		"intr 12345 0 0\n" +
+		"ctxt 999\n"
+	got := parsePerCPU([]byte(stat))
+	want := []Ticks{{Busy: 255, Total: 365}, {Busy: 155, Total: 995}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("parsePerCPU = %+v; want %+v (the machine-wide line skipped)", got, want)
+	}
+}
+
+func TestBusy(t *testing.T) {
+	before := []Ticks{{Busy: 100, Total: 200}, {Busy: 50, Total: 1000}}
+	after := []Ticks{{Busy: 175, Total: 300}, {Busy: 50, Total: 1000}}
+	got := Busy(before, after)
+	if len(got) != 2 || got[0] != 0.75 || got[1] != 0 {
+		t.Errorf("Busy = %v; want [0.75 0] (a CPU whose total did not move is 0)", got)
+	}
+	if got := Busy(before, after[:1]); got != nil {
+		t.Errorf("Busy of readings of different lengths = %v; want nil", got)
+	}
+}
+
+func TestPerCPUReadsProc(t *testing.T) {
+	if _, err := os.Stat("/proc/stat"); err != nil {
+		t.Skip("no /proc on this system")
+	}
+	got, err := PerCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 {
+		t.Fatal("no CPU in /proc/stat")
+	}
+	for i, c := range got {
+		if c.Busy < 0 || c.Busy > c.Total {
+			t.Errorf("cpu%d: busy %d of %d", i, c.Busy, c.Total)
+		}
 	}
 }

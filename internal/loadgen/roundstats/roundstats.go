@@ -1,20 +1,25 @@
-package main
+// Package roundstats compares two targets' per-round throughputs: it
+// summarizes each sample (mean, standard deviation, range) and tests
+// whether their difference is beyond round-to-round noise. Rounds are few
+// (4 by default), so both a parametric test (Welch) and an exact rank test
+// (Mann-Whitney) are given: they disagree mostly when one round is an
+// outlier.
+//
+// It owns the arithmetic only: plain float64 samples in, numbers out. It
+// must not measure, know about requests or histograms, or decide how a
+// report words its verdict.
+package roundstats
 
 import (
 	"math"
 	"slices"
 )
 
-// Significance of a throughput difference between two targets, judged on
-// per-round throughputs. Rounds are few (4 by default), so both a
-// parametric test (Welch) and an exact rank test (Mann-Whitney) are given:
-// they disagree mostly when one round is an outlier.
+// Alpha is the significance level of the verdict.
+const Alpha = 0.05
 
-// alpha is the significance level of the verdict.
-const alpha = 0.05
-
-// summary describes a sample of per-round throughputs.
-type summary struct {
+// Summary describes a sample of per-round throughputs.
+type Summary struct {
 	N      int     `json:"n"`
 	Mean   float64 `json:"mean"`
 	StdDev float64 `json:"stddev"` // sample standard deviation; 0 when N < 2
@@ -22,8 +27,9 @@ type summary struct {
 	Max    float64 `json:"max"`
 }
 
-func summarize(xs []float64) summary {
-	s := summary{N: len(xs)}
+// Summarize describes xs; the zero Summary (with N 0) when xs is empty.
+func Summarize(xs []float64) Summary {
+	s := Summary{N: len(xs)}
 	if len(xs) == 0 {
 		return s
 	}
@@ -55,18 +61,18 @@ func variance(xs []float64) float64 {
 	return ss / float64(len(xs)-1)
 }
 
-// welch is the result of Welch's unequal-variances t-test.
-type welch struct {
+// Welch is the result of Welch's unequal-variances t-test.
+type Welch struct {
 	T  float64 // positive when b's mean is above a's
 	DF float64 // Welch–Satterthwaite degrees of freedom
 	P  float64 // two-sided
 }
 
-// welchTTest compares the means of a and b. ok is false when the test is
+// WelchTTest compares the means of a and b. ok is false when the test is
 // undefined (fewer than two values on a side).
-func welchTTest(a, b []float64) (w welch, ok bool) {
+func WelchTTest(a, b []float64) (w Welch, ok bool) {
 	if len(a) < 2 || len(b) < 2 {
-		return welch{}, false
+		return Welch{}, false
 	}
 	va, vb := variance(a)/float64(len(a)), variance(b)/float64(len(b))
 	diff := mean(b) - mean(a)
@@ -75,9 +81,9 @@ func welchTTest(a, b []float64) (w welch, ok bool) {
 		// Identical rounds on both sides: the difference, if any, is
 		// certain; none is no evidence of a difference.
 		if diff == 0 {
-			return welch{P: 1, DF: float64(len(a) + len(b) - 2)}, true
+			return Welch{P: 1, DF: float64(len(a) + len(b) - 2)}, true
 		}
-		return welch{T: math.Copysign(math.Inf(1), diff), P: 0, DF: float64(len(a) + len(b) - 2)}, true
+		return Welch{T: math.Copysign(math.Inf(1), diff), P: 0, DF: float64(len(a) + len(b) - 2)}, true
 	}
 	w.T = diff / math.Sqrt(se2)
 	w.DF = se2 * se2 / (va*va/float64(len(a)-1) + vb*vb/float64(len(b)-1))
@@ -155,11 +161,11 @@ func betaContinuedFraction(a, b, x float64) float64 {
 // under 200k subsets. Beyond it the normal approximation is good.
 const exactRankLimit = 20
 
-// mannWhitneyP is the two-sided p-value of the Mann-Whitney U test (rank
+// MannWhitneyP is the two-sided p-value of the Mann-Whitney U test (rank
 // sum test) of a against b. Ties get mid-ranks. Small samples are tested
 // exactly by enumerating every assignment of the pooled ranks; larger ones
 // by the normal approximation with tie correction.
-func mannWhitneyP(a, b []float64) (p float64, ok bool) {
+func MannWhitneyP(a, b []float64) (p float64, ok bool) {
 	n1, n2 := len(a), len(b)
 	if n1 == 0 || n2 == 0 {
 		return 0, false
