@@ -83,6 +83,16 @@ func tool(tb testing.TB, name, pkg string) string {
 	return ""
 }
 
+// requires skips a subtest whose prerequisite, an earlier subtest of the
+// same parent, failed: that failure is reported already, and checks built
+// on what it did not produce would only add confusing ones.
+func requires(t *testing.T, ok bool, prereq string) {
+	t.Helper()
+	if !ok {
+		t.Skipf("skipped: needs %s, which failed", prereq)
+	}
+}
+
 // run runs a program in dir and fails the test, with its output, if it
 // fails. It returns the combined output.
 func run(tb testing.TB, dir string, name string, args ...string) string {

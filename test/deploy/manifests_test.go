@@ -147,66 +147,105 @@ func TestKubernetesManifests(t *testing.T) {
 	dir := filepath.Join(repoRoot(t), "deploy", "kubernetes")
 	validate := tool(t, "kubernetes-validate", "PyPI's kubernetes-validate")
 	kubectl := tool(t, "kubectl", "Kubernetes' kubectl")
-
 	built := run(t, dir, kubectl, "kustomize", ".")
-	builtFile := filepath.Join(t.TempDir(), "kustomized.yaml")
-	if err := os.WriteFile(builtFile, []byte(built), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range kubernetesVersions {
-		run(t, dir, validate, "--strict", "--quiet", "-k", v, "secret.yaml", "deployment.yaml", builtFile)
-	}
 
-	objs := decodeAll[k8sObject](t, "kustomize output", []byte(built))
+	t.Run("Schemas", func(t *testing.T) {
+		builtFile := filepath.Join(t.TempDir(), "kustomized.yaml")
+		if err := os.WriteFile(builtFile, []byte(built), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range kubernetesVersions {
+			t.Run(v, func(t *testing.T) {
+				run(t, dir, validate, "--strict", "--quiet", "-k", v, "secret.yaml", "deployment.yaml", builtFile)
+			})
+		}
+	})
+
+	ex := decodeK8sExample(t, built)
+	var cfg *config.Config
+	configOK := t.Run("ProxyAcceptsConfig", func(t *testing.T) { cfg = ex.proxyConfig(t) })
+	t.Run("NativeSidecar", func(t *testing.T) {
+		if ex.proxy.RestartPolicy != "Always" {
+			t.Errorf("the cqlgate init container has restartPolicy %q, want Always (a native sidecar)", ex.proxy.RestartPolicy)
+		}
+	})
+	t.Run("Listening", func(t *testing.T) {
+		requires(t, configOK, "ProxyAcceptsConfig")
+		checkK8sListening(t, ex, cfg)
+	})
+	t.Run("Probes", func(t *testing.T) {
+		requires(t, configOK, "ProxyAcceptsConfig")
+		checkK8sProbes(t, ex, cfg)
+	})
+	t.Run("Shutdown", func(t *testing.T) {
+		requires(t, configOK, "ProxyAcceptsConfig")
+		checkK8sShutdown(t, ex, cfg)
+	})
+	t.Run("ResourcesAndSecurity", func(t *testing.T) { checkK8sSecurity(t, ex) })
+}
+
+// k8sExample is what the checks of TestKubernetesManifests read of the
+// kustomized example: its one Deployment's pod, ConfigMap and Secret, the
+// proxy's container and the application's.
+type k8sExample struct {
+	pod        podSpec
+	cm, secret k8sObject
+	proxy, app *k8sContainer
+}
+
+// decodeK8sExample decodes kustomize's output and finds the objects and
+// containers every check needs; without them the test stops.
+func decodeK8sExample(t *testing.T, built string) *k8sExample {
+	t.Helper()
 	byKind := make(map[string][]k8sObject)
-	for _, o := range objs {
+	for _, o := range decodeAll[k8sObject](t, "kustomize output", []byte(built)) {
 		byKind[o.Kind] = append(byKind[o.Kind], o)
 	}
 	if len(byKind["Deployment"]) != 1 || len(byKind["ConfigMap"]) != 1 || len(byKind["Secret"]) != 1 {
 		t.Fatalf("kustomize output has %d Deployments, %d ConfigMaps, %d Secrets; want one of each", len(byKind["Deployment"]), len(byKind["ConfigMap"]), len(byKind["Secret"]))
 	}
-	pod := byKind["Deployment"][0].Spec.Template.Spec
-	cm, secret := byKind["ConfigMap"][0], byKind["Secret"][0]
+	ex := &k8sExample{pod: byKind["Deployment"][0].Spec.Template.Spec, cm: byKind["ConfigMap"][0], secret: byKind["Secret"][0]}
 
 	// The proxy: a native sidecar running the cqlgate image.
-	var proxy *k8sContainer
-	for i, c := range pod.InitContainers {
+	for i, c := range ex.pod.InitContainers {
 		if strings.HasPrefix(c.Image, "cqlgate/cqlgate:") {
-			proxy = &pod.InitContainers[i]
+			ex.proxy = &ex.pod.InitContainers[i]
 		}
 	}
-	if proxy == nil {
+	if ex.proxy == nil {
 		t.Fatal("no init container runs the cqlgate image")
 	}
-	if proxy.RestartPolicy != "Always" {
-		t.Errorf("the cqlgate init container has restartPolicy %q, want Always (a native sidecar)", proxy.RestartPolicy)
-	}
-	if len(pod.Containers) == 0 {
+	if len(ex.pod.Containers) == 0 {
 		t.Fatal("no application container")
 	}
-	app := pod.Containers[0]
+	ex.app = &ex.pod.Containers[0]
+	return ex
+}
 
-	// The configuration: the mounted ConfigMap file plus the environment,
-	// loaded by the proxy's own loader.
+// proxyConfig loads the proxy's configuration as its own loader would: the
+// mounted ConfigMap file plus the environment (secrets included).
+func (ex *k8sExample) proxyConfig(t *testing.T) *config.Config {
+	t.Helper()
+	proxy := ex.proxy
 	cfgPath := flagValue(proxy.Args, "config")
 	if cfgPath == "" {
 		t.Fatalf("cqlgate args %q have no --config", proxy.Args)
 	}
 	var cfgText string
 	for _, m := range proxy.VolumeMounts {
-		for _, vol := range pod.Volumes {
-			if vol.Name != m.Name || vol.ConfigMap == nil || vol.ConfigMap.Name != cm.Metadata.Name {
+		for _, vol := range ex.pod.Volumes {
+			if vol.Name != m.Name || vol.ConfigMap == nil || vol.ConfigMap.Name != ex.cm.Metadata.Name {
 				continue
 			}
 			for _, it := range vol.ConfigMap.Items {
 				if filepath.Join(m.MountPath, it.Path) == cfgPath {
-					cfgText = cm.Data[it.Key]
+					cfgText = ex.cm.Data[it.Key]
 				}
 			}
 		}
 	}
 	if cfgText == "" {
-		t.Fatalf("--config %s is not a file of the ConfigMap %s mounted in the cqlgate container", cfgPath, cm.Metadata.Name)
+		t.Fatalf("--config %s is not a file of the ConfigMap %s mounted in the cqlgate container", cfgPath, ex.cm.Metadata.Name)
 	}
 	local := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(local, []byte(cfgText), 0o600); err != nil {
@@ -224,8 +263,8 @@ func TestKubernetesManifests(t *testing.T) {
 		switch {
 		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
 			ref := e.ValueFrom.SecretKeyRef
-			v, ok := secret.StringData[ref.Key]
-			if ref.Name != secret.Metadata.Name || !ok {
+			v, ok := ex.secret.StringData[ref.Key]
+			if ref.Name != ex.secret.Metadata.Name || !ok {
 				t.Errorf("%s comes from secret %s key %s, which the example does not define", e.Name, ref.Name, ref.Key)
 			}
 			env = append(env, e.Name+"="+v)
@@ -239,30 +278,37 @@ func TestKubernetesManifests(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the proxy refuses the example's configuration:\n%v", err)
 	}
+	return &cfg
+}
 
-	// Listening: CQL on loopback only; the admin server where the kubelet
-	// reaches it, on the port the probes use.
+// checkK8sListening: CQL on loopback only, where the application connects.
+func checkK8sListening(t *testing.T, ex *k8sExample, cfg *config.Config) {
 	for _, l := range cfg.Listen {
 		if host, _, _ := net.SplitHostPort(l); !net.ParseIP(host).IsLoopback() {
 			t.Errorf("listen address %s is not loopback: a sidecar serves its pod only", l)
 		}
-		if !strings.Contains(strings.Join(app.Args, " "), l) {
-			t.Errorf("the application's args %q do not use the proxy's address %s", app.Args, l)
+		if !strings.Contains(strings.Join(ex.app.Args, " "), l) {
+			t.Errorf("the application's args %q do not use the proxy's address %s", ex.app.Args, l)
 		}
 	}
+}
+
+// checkK8sProbes: the admin server listens where the kubelet reaches it,
+// on the port the probes use.
+func checkK8sProbes(t *testing.T, ex *k8sExample, cfg *config.Config) {
 	adminHost, adminPort, _ := net.SplitHostPort(cfg.AdminListen)
 	if ip := net.ParseIP(adminHost); adminHost != "" && (ip == nil || !ip.IsUnspecified()) {
 		t.Errorf("admin_listen %s: the kubelet probes the pod IP, so it must listen on all interfaces", cfg.AdminListen)
 	}
 	portByName := make(map[string]string)
-	for _, p := range proxy.Ports {
+	for _, p := range ex.proxy.Ports {
 		portByName[p.Name] = strconv.Itoa(p.ContainerPort)
 	}
 	for _, pr := range []struct {
 		name string
 		p    *k8sProbe
 		path string
-	}{{"startupProbe", proxy.StartupProbe, "/readyz"}, {"readinessProbe", proxy.ReadinessProbe, "/readyz"}, {"livenessProbe", proxy.LivenessProbe, "/healthz"}} {
+	}{{"startupProbe", ex.proxy.StartupProbe, "/readyz"}, {"readinessProbe", ex.proxy.ReadinessProbe, "/readyz"}, {"livenessProbe", ex.proxy.LivenessProbe, "/healthz"}} {
 		if pr.p == nil || pr.p.HTTPGet == nil {
 			t.Errorf("cqlgate has no HTTP %s", pr.name)
 			continue
@@ -275,9 +321,12 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("cqlgate %s: GET %s on port %s, want %s on the admin port %s", pr.name, pr.p.HTTPGet.Path, port, pr.path, adminPort)
 		}
 	}
+}
 
-	// Shutdown: the grace period covers the application's preStop pause and
-	// the proxy's drain.
+// checkK8sShutdown: the grace period covers the application's preStop
+// pause and the proxy's drain.
+func checkK8sShutdown(t *testing.T, ex *k8sExample, cfg *config.Config) {
+	app := ex.app
 	preStop := 0
 	if app.Lifecycle != nil && app.Lifecycle.PreStop != nil && app.Lifecycle.PreStop.Sleep != nil {
 		preStop = app.Lifecycle.PreStop.Sleep.Seconds
@@ -286,15 +335,18 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Error("the application has no preStop pause for endpoints to update")
 	}
 	need := time.Duration(preStop)*time.Second + cfg.DrainTimeout
-	if g := pod.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= need {
+	if g := ex.pod.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= need {
 		t.Errorf("terminationGracePeriodSeconds %v must exceed the app's preStop (%ds) plus the proxy's drain_timeout (%v)", g, preStop, cfg.DrainTimeout)
 	}
+}
 
-	// Resources and security, for every container.
-	if sc := pod.SecurityContext; sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 {
+// checkK8sSecurity: resources and security for the pod and every
+// container, and a typed secret.
+func checkK8sSecurity(t *testing.T, ex *k8sExample) {
+	if sc := ex.pod.SecurityContext; sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 {
 		t.Error("the pod must run as a non-root user (runAsNonRoot, runAsUser)")
 	}
-	for _, c := range append(slices.Clone(pod.InitContainers), pod.Containers...) {
+	for _, c := range append(slices.Clone(ex.pod.InitContainers), ex.pod.Containers...) {
 		if c.Resources.Requests["cpu"] == "" || c.Resources.Requests["memory"] == "" || c.Resources.Limits["memory"] == "" {
 			t.Errorf("container %s: want CPU and memory requests and a memory limit, got %+v", c.Name, c.Resources)
 		}
@@ -304,8 +356,8 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("container %s: want a read-only root file system, no privilege escalation and all capabilities dropped", c.Name)
 		}
 	}
-	if secret.Type != "kubernetes.io/basic-auth" {
-		t.Errorf("secret %s has type %q, want kubernetes.io/basic-auth", secret.Metadata.Name, secret.Type)
+	if ex.secret.Type != "kubernetes.io/basic-auth" {
+		t.Errorf("secret %s has type %q, want kubernetes.io/basic-auth", ex.secret.Metadata.Name, ex.secret.Type)
 	}
 }
 

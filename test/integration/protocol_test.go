@@ -282,88 +282,94 @@ func TestMalformedInput(t *testing.T) {
 	p := startProxy(t, c.Addrs, func(cfg *config.Config) { cfg.MaxFrameBytes = maxFrame })
 
 	for _, v := range []byte{4, 5} {
-		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
-			r := dialRaw(t, p.Addr, v)
-			r.startup(nil)
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) { testMalformedFrames(t, p, v, maxFrame) })
+	}
+	t.Run("BadStartup", func(t *testing.T) { testBadStartup(t, p) })
+	t.Run("UnsupportedVersion", func(t *testing.T) { testUnsupportedVersion(t, p) })
+	t.Run("TruncatedFramesThenDisconnect", func(t *testing.T) { testTruncatedFramesThenDisconnect(t, p) })
+}
 
-			// The highest stream id.
-			expectWorking(t, r, 32767)
-
-			// Unknown opcode.
-			if err := r.send(frame.AppendFrame(nil, v, false, 0, 5, 0x42, nil)); err != nil {
+// testMalformedFrames sends each kind of bad frame on a started connection
+// of protocol version v, a connection of its own for each (so that one that
+// falls out of sync does not fail the next), and checks the ERROR on the
+// bad frame's stream and that a query on the same connection then works.
+func testMalformedFrames(t *testing.T, p *testProxy, v byte, maxFrame int) {
+	started := func(t *testing.T) *rawConn {
+		t.Helper()
+		r := dialRaw(t, p.Addr, v)
+		r.startup(nil)
+		return r
+	}
+	const selectVersion = "SELECT release_version FROM system.local"
+	for _, tc := range []struct {
+		name   string
+		frame  []byte // the bad frame
+		stream int16  // where its ERROR comes
+		msg    string // what the ERROR's message contains
+		next   int16  // the stream of the query after it
+	}{
+		{"UnknownOpcode", frame.AppendFrame(nil, v, false, 0, 5, 0x42, nil), 5, "", 6},
+		{"ResponseOpcodeAsRequest", frame.AppendFrame(nil, v, false, 0, 7, frame.OpResult, []byte{0, 0, 0, 1}), 7, "", 8},
+		// Over the size limit, body and all.
+		{"OversizedFrame", frame.AppendQuery(nil, v, 9, "SELECT * FROM system.local WHERE key = '"+strings.Repeat("x", maxFrame)+"'", consistencyOne, 0), 9, "exceeds", 10},
+		// Of another protocol version than the connection's.
+		{"OtherVersion", frame.AppendQuery(nil, v-1, 11, selectVersion, consistencyOne, 0), 11, "", 12},
+		// A negative stream id (reserved for events).
+		{"NegativeStream", frame.AppendQuery(nil, v, -5, selectVersion, consistencyOne, 0), -5, "", 13},
+		{"SecondStartup", frame.AppendStartup(nil, v, 14, map[string]string{"CQL_VERSION": "3.0.0"}), 14, "", 15},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := started(t)
+			if err := r.send(tc.frame); err != nil {
 				t.Fatal(err)
 			}
-			expectError(t, r, 5, frame.ErrCodeProtocol, "")
-			expectWorking(t, r, 6)
-
-			// A response opcode sent as a request.
-			if err := r.send(frame.AppendFrame(nil, v, false, 0, 7, frame.OpResult, []byte{0, 0, 0, 1})); err != nil {
-				t.Fatal(err)
-			}
-			expectError(t, r, 7, frame.ErrCodeProtocol, "")
-			expectWorking(t, r, 8)
-
-			// A frame over the size limit, body and all.
-			big := frame.AppendQuery(nil, v, 9, "SELECT * FROM system.local WHERE key = '"+strings.Repeat("x", maxFrame)+"'", consistencyOne, 0)
-			if err := r.send(big); err != nil {
-				t.Fatal(err)
-			}
-			expectError(t, r, 9, frame.ErrCodeProtocol, "exceeds")
-			expectWorking(t, r, 10)
-
-			// A frame of another protocol version than the connection's.
-			other := v - 1
-			if err := r.send(frame.AppendQuery(nil, other, 11, "SELECT release_version FROM system.local", consistencyOne, 0)); err != nil {
-				t.Fatal(err)
-			}
-			expectError(t, r, 11, frame.ErrCodeProtocol, "")
-			expectWorking(t, r, 12)
-
-			// A negative stream id (reserved for events).
-			if err := r.send(frame.AppendQuery(nil, v, -5, "SELECT release_version FROM system.local", consistencyOne, 0)); err != nil {
-				t.Fatal(err)
-			}
-			expectError(t, r, -5, frame.ErrCodeProtocol, "")
-			expectWorking(t, r, 13)
-
-			// OPTIONS is answered at any time.
-			if resp := r.roundTrip(frame.AppendOptions(nil, v, 16)); frame.Opcode(resp) != frame.OpSupported {
-				t.Fatalf("OPTIONS after STARTUP: got %s, want SUPPORTED", describe(resp))
-			} else if m, err := frame.ReadStringMultimap(frame.Body(resp)); err != nil || len(m["CQL_VERSION"]) == 0 || len(m["PROTOCOL_VERSIONS"]) == 0 {
-				t.Errorf("OPTIONS after STARTUP: SUPPORTED %v (%v), want CQL_VERSION and PROTOCOL_VERSIONS", m, err)
-			}
-
-			// STARTUP again.
-			if err := r.send(frame.AppendStartup(nil, v, 14, map[string]string{"CQL_VERSION": "3.0.0"})); err != nil {
-				t.Fatal(err)
-			}
-			expectError(t, r, 14, frame.ErrCodeProtocol, "")
-			expectWorking(t, r, 15)
+			expectError(t, r, tc.stream, frame.ErrCodeProtocol, tc.msg)
+			expectWorking(t, r, tc.next)
 		})
 	}
 
-	t.Run("BadStartup", func(t *testing.T) {
-		r := dialRaw(t, p.Addr, 4)
-		// A request before STARTUP.
-		if err := r.send(frame.AppendQuery(nil, 4, 1, "SELECT release_version FROM system.local", consistencyOne, 0)); err != nil {
-			t.Fatal(err)
-		}
-		expectError(t, r, 1, frame.ErrCodeProtocol, "")
-		// STARTUP without CQL_VERSION, or with an unknown compression.
-		if err := r.send(frame.AppendStartup(nil, 4, 2, map[string]string{"DRIVER_NAME": "x"})); err != nil {
-			t.Fatal(err)
-		}
-		expectError(t, r, 2, frame.ErrCodeProtocol, "CQL_VERSION")
-		if err := r.send(frame.AppendStartup(nil, 4, 3, map[string]string{"CQL_VERSION": "3.0.0", "COMPRESSION": "zstd-9000"})); err != nil {
-			t.Fatal(err)
-		}
-		expectError(t, r, 3, frame.ErrCodeProtocol, "")
-		// A proper STARTUP on the same connection then works.
-		r.startup(nil)
-		expectWorking(t, r, 4)
+	t.Run("HighestStreamID", func(t *testing.T) {
+		expectWorking(t, started(t), 32767)
 	})
 
-	t.Run("UnsupportedVersion", func(t *testing.T) {
+	t.Run("OptionsAfterStartup", func(t *testing.T) {
+		// OPTIONS is answered at any time.
+		r := started(t)
+		if resp := r.roundTrip(frame.AppendOptions(nil, v, 16)); frame.Opcode(resp) != frame.OpSupported {
+			t.Fatalf("OPTIONS after STARTUP: got %s, want SUPPORTED", describe(resp))
+		} else if m, err := frame.ReadStringMultimap(frame.Body(resp)); err != nil || len(m["CQL_VERSION"]) == 0 || len(m["PROTOCOL_VERSIONS"]) == 0 {
+			t.Errorf("OPTIONS after STARTUP: SUPPORTED %v (%v), want CQL_VERSION and PROTOCOL_VERSIONS", m, err)
+		}
+	})
+}
+
+// testBadStartup: requests before STARTUP and bad STARTUPs get errors, and
+// a proper STARTUP on the same connection then works.
+func testBadStartup(t *testing.T, p *testProxy) {
+	r := dialRaw(t, p.Addr, 4)
+	// A request before STARTUP.
+	if err := r.send(frame.AppendQuery(nil, 4, 1, "SELECT release_version FROM system.local", consistencyOne, 0)); err != nil {
+		t.Fatal(err)
+	}
+	expectError(t, r, 1, frame.ErrCodeProtocol, "")
+	// STARTUP without CQL_VERSION, or with an unknown compression.
+	if err := r.send(frame.AppendStartup(nil, 4, 2, map[string]string{"DRIVER_NAME": "x"})); err != nil {
+		t.Fatal(err)
+	}
+	expectError(t, r, 2, frame.ErrCodeProtocol, "CQL_VERSION")
+	if err := r.send(frame.AppendStartup(nil, 4, 3, map[string]string{"CQL_VERSION": "3.0.0", "COMPRESSION": "zstd-9000"})); err != nil {
+		t.Fatal(err)
+	}
+	expectError(t, r, 3, frame.ErrCodeProtocol, "")
+	// A proper STARTUP on the same connection then works.
+	r.startup(nil)
+	expectWorking(t, r, 4)
+}
+
+// testUnsupportedVersion: a client of a version the proxy does not speak
+// gets a PROTOCOL_ERROR it can read.
+func testUnsupportedVersion(t *testing.T, p *testProxy) {
+	t.Run("v6", func(t *testing.T) {
 		r := dialRaw(t, p.Addr, 6)
 		if err := r.send(frame.AppendOptions(nil, 6, 0)); err != nil {
 			t.Fatal(err)
@@ -376,7 +382,9 @@ func TestMalformedInput(t *testing.T) {
 		if !ok || code != frame.ErrCodeProtocol || !strings.Contains(msg, "Invalid or unsupported protocol version") {
 			t.Fatalf("v6 OPTIONS: got %s, want PROTOCOL_ERROR \"Invalid or unsupported protocol version...\"", describe(f))
 		}
+	})
 
+	t.Run("v1", func(t *testing.T) {
 		// A v1 client (8-byte header) gets the error in its own format.
 		nc, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
 		if err != nil {
@@ -402,77 +410,80 @@ func TestMalformedInput(t *testing.T) {
 			t.Fatalf("v1 OPTIONS: got ERROR 0x%04x %q (%v), want PROTOCOL_ERROR about the version", code, msg, err)
 		}
 	})
+}
 
-	t.Run("TruncatedFramesThenDisconnect", func(t *testing.T) {
-		// The earlier subtests' connections were closed by their cleanups.
-		waitFor(t, 10*time.Second, "client connections from the earlier subtests to close", func() (bool, string) {
-			n := metricSum(t, p.Reg, "cqlgate_client_connections")
-			return n == 0, fmt.Sprintf("cqlgate_client_connections = %v", n)
-		})
-		accepted := metricSum(t, p.Reg, "cqlgate_client_connections_total")
-		halves := [][]byte{
-			// half a header, before STARTUP
-			{0x04, 0x00, 0x00},
-			// a header announcing 1000 body bytes, and 10 of them
-			append(frame.AppendFrame(nil, 4, false, 0, 1, frame.OpOptions, nil)[:5], 0, 0, 0x03, 0xe8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
-		}
-		for i, half := range halves {
-			r := dialRaw(t, p.Addr, 4)
-			if i > 0 {
-				r.startup(nil)
-			}
-			if _, err := r.nc.Write(half); err != nil {
-				t.Fatal(err)
-			}
-			r.nc.Close()
-		}
-		// After STARTUP, half a frame inside a v5 segment stream.
-		r5 := dialRaw(t, p.Addr, 5)
-		r5.startup(nil)
-		full := frame.AppendQuery(nil, 5, 1, "SELECT release_version FROM system.local", consistencyOne, 0)
-		var seg bytes.Buffer
-		w := frame.NewWriter(&seg)
-		w.EnableSegments(frame.CompressionNone)
-		if err := w.WriteFrame(full); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r5.nc.Write(seg.Bytes()[:seg.Len()/2]); err != nil {
-			t.Fatal(err)
-		}
-		r5.nc.Close()
-
-		// A client that pipelines requests and leaves without reading the
-		// answers.
-		gone := dialRaw(t, p.Addr, 4)
-		gone.startup(nil)
-		var burst []byte
-		for i := 0; i < 200; i++ {
-			burst = frame.AppendQuery(burst, 4, int16(i), "SELECT * FROM system_schema.columns", consistencyOne, 0)
-		}
-		if _, err := gone.nc.Write(burst); err != nil {
-			t.Fatal(err)
-		}
-		gone.nc.Close()
-
-		waitFor(t, 10*time.Second, "the proxy to accept and then drop the 4 broken connections", func() (bool, string) {
-			n := metricSum(t, p.Reg, "cqlgate_client_connections")
-			total := metricSum(t, p.Reg, "cqlgate_client_connections_total")
-			return n == 0 && total >= accepted+4, fmt.Sprintf("cqlgate_client_connections = %v (want 0), %v accepted since (want 4)", n, total-accepted)
-		})
-		waitFor(t, 20*time.Second, "the abandoned requests' backend streams to be freed", func() (bool, string) {
-			n := metricSum(t, p.Reg, "cqlgate_backend_in_flight_requests")
-			return n == 0, fmt.Sprintf("cqlgate_backend_in_flight_requests = %v", n)
-		})
-		// A new session works.
-		s := proxySession(t, p, nil)
-		var rv string
-		if err := s.Query("SELECT release_version FROM system.local").Scan(&rv); err != nil || rv == "" {
-			t.Fatalf("new session after broken clients: got (%q, %v)", rv, err)
-		}
+// testTruncatedFramesThenDisconnect: clients that leave halfway through a
+// frame, or with requests still in flight, cost the proxy nothing: their
+// connections and backend streams are freed and a new session works.
+func testTruncatedFramesThenDisconnect(t *testing.T, p *testProxy) {
+	// The earlier subtests' connections were closed by their cleanups.
+	waitFor(t, 10*time.Second, "client connections from the earlier subtests to close", func() (bool, string) {
+		n := metricSum(t, p.Reg, "cqlgate_client_connections")
+		return n == 0, fmt.Sprintf("cqlgate_client_connections = %v", n)
 	})
+	accepted := metricSum(t, p.Reg, "cqlgate_client_connections_total")
+	halves := [][]byte{
+		// half a header, before STARTUP
+		{0x04, 0x00, 0x00},
+		// a header announcing 1000 body bytes, and 10 of them
+		append(frame.AppendFrame(nil, 4, false, 0, 1, frame.OpOptions, nil)[:5], 0, 0, 0x03, 0xe8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
+	}
+	for i, half := range halves {
+		r := dialRaw(t, p.Addr, 4)
+		if i > 0 {
+			r.startup(nil)
+		}
+		if _, err := r.nc.Write(half); err != nil {
+			t.Fatal(err)
+		}
+		r.nc.Close()
+	}
+	// After STARTUP, half a frame inside a v5 segment stream.
+	r5 := dialRaw(t, p.Addr, 5)
+	r5.startup(nil)
+	full := frame.AppendQuery(nil, 5, 1, "SELECT release_version FROM system.local", consistencyOne, 0)
+	var seg bytes.Buffer
+	w := frame.NewWriter(&seg)
+	w.EnableSegments(frame.CompressionNone)
+	if err := w.WriteFrame(full); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r5.nc.Write(seg.Bytes()[:seg.Len()/2]); err != nil {
+		t.Fatal(err)
+	}
+	r5.nc.Close()
+
+	// A client that pipelines requests and leaves without reading the
+	// answers.
+	gone := dialRaw(t, p.Addr, 4)
+	gone.startup(nil)
+	var burst []byte
+	for i := 0; i < 200; i++ {
+		burst = frame.AppendQuery(burst, 4, int16(i), "SELECT * FROM system_schema.columns", consistencyOne, 0)
+	}
+	if _, err := gone.nc.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	gone.nc.Close()
+
+	waitFor(t, 10*time.Second, "the proxy to accept and then drop the 4 broken connections", func() (bool, string) {
+		n := metricSum(t, p.Reg, "cqlgate_client_connections")
+		total := metricSum(t, p.Reg, "cqlgate_client_connections_total")
+		return n == 0 && total >= accepted+4, fmt.Sprintf("cqlgate_client_connections = %v (want 0), %v accepted since (want 4)", n, total-accepted)
+	})
+	waitFor(t, 20*time.Second, "the abandoned requests' backend streams to be freed", func() (bool, string) {
+		n := metricSum(t, p.Reg, "cqlgate_backend_in_flight_requests")
+		return n == 0, fmt.Sprintf("cqlgate_backend_in_flight_requests = %v", n)
+	})
+	// A new session works.
+	s := proxySession(t, p, nil)
+	var rv string
+	if err := s.Query("SELECT release_version FROM system.local").Scan(&rv); err != nil || rv == "" {
+		t.Fatalf("new session after broken clients: got (%q, %v)", rv, err)
+	}
 }
 
 // TestRequestsWithCustomPayload: a request may carry a custom payload

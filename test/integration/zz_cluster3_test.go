@@ -135,6 +135,11 @@ func TestClusterDiscoveryAndSpread(t *testing.T) {
 //     (cqlgate_reprepares_total grows), for gocql on v4 with and without a
 //     keyspace, for cassandra-gocql-driver/v2 on v5, and for a raw client
 //     that would not re-prepare by itself.
+//
+// The subtests run in order, each on what the ones before did; no node is
+// stopped unless the clients work before, the later ones stop at a node
+// that does not come back, and the node is started again at the end
+// whatever failed, so that the shared cluster stays whole.
 func TestNodeRestart(t *testing.T) {
 	const victim = 2 // not the contact point, which holds the control connection
 	c := cluster3.Get(t)
@@ -147,67 +152,16 @@ func TestNodeRestart(t *testing.T) {
 		conns := metricSeries(t, p.Reg, "cqlgate_backend_connections")
 		return len(conns) == 3 && conns["node="+c.Addrs[victim]] > 0, fmt.Sprintf("cqlgate_backend_connections = %v", conns)
 	})
+	rc := newRestartClients(t, p)
 
-	one := func(cc *gocql.ClusterConfig) { cc.Consistency = gocql.One }
-	s := proxySession(t, p, one)
-	sks := proxySession(t, p, func(cc *gocql.ClusterConfig) { one(cc); cc.Keyspace = "it_restart" })
-	s5 := newSession2(t, p.Addr, func(cc *gocql2.ClusterConfig) { cc.Consistency = gocql2.One; cc.Keyspace = "it_restart" })
-	for k := 0; k < 100; k++ {
-		mustExec(t, s, "INSERT INTO it_restart.kv (k, v) VALUES (?, ?)", k, fmt.Sprint("v", k))
-	}
-	// workload runs n rounds of prepared statements through each session
-	// and returns the failures.
-	workload := func(n int) []string {
-		var errs []string
-		for i := 0; i < n; i++ {
-			k := i % 100
-			want := fmt.Sprint("v", k)
-			var got string
-			if err := s.Query("SELECT v FROM it_restart.kv WHERE k = ?", k).Scan(&got); err != nil || got != want {
-				errs = append(errs, fmt.Sprintf("gocql v4: got (%q, %v), want %q", got, err, want))
-			}
-			if err := sks.Query("SELECT v FROM kv WHERE k = ?", k).Scan(&got); err != nil || got != want {
-				errs = append(errs, fmt.Sprintf("gocql v4 with keyspace: got (%q, %v), want %q", got, err, want))
-			}
-			if err := s5.Query("SELECT v FROM kv WHERE k = ?", k).Scan(&got); err != nil || got != want {
-				errs = append(errs, fmt.Sprintf("gocql2 v5 with keyspace: got (%q, %v), want %q", got, err, want))
-			}
-			if err := sks.Query("UPDATE kv SET v = ? WHERE k = ?", want, k).Exec(); err != nil {
-				errs = append(errs, fmt.Sprintf("gocql v4 UPDATE: %v", err))
-			}
-			if i%5 == 0 { // a BATCH naming two prepared statements
-				b := s.NewBatch(gocql.UnloggedBatch)
-				b.Query("UPDATE it_restart.kv SET v = ? WHERE k = ?", want, k)
-				b.Query("INSERT INTO it_restart.kv (k, v) VALUES (?, ?)", k, want)
-				if err := s.ExecuteBatch(b); err != nil {
-					errs = append(errs, fmt.Sprintf("gocql v4 BATCH: %v", err))
-				}
-			}
+	if !t.Run("PreparedBeforeRestart", func(t *testing.T) {
+		if errs := rc.workload(60); len(errs) > 0 {
+			t.Fatalf("before the restart: %d failures; first: %s", len(errs), errs[0])
 		}
-		return errs
+		rc.rawExecute(t, 30)
+	}) {
+		t.FailNow() // nothing to compare a restart with: leave the node alone
 	}
-	if errs := workload(60); len(errs) > 0 {
-		t.Fatalf("before the restart: %d failures; first: %s", len(errs), errs[0])
-	}
-	// A raw v4 client prepares too.
-	raw := dialRaw(t, p.Addr, 4)
-	raw.startup(nil)
-	prep := raw.roundTrip(frame.AppendPrepare(nil, 4, 1, "SELECT v FROM it_restart.kv WHERE k = 42", ""))
-	id, _, err := prepared(prep, 4)
-	if err != nil {
-		t.Fatalf("raw PREPARE: %v", err)
-	}
-	rawExecute := func(n int) {
-		t.Helper()
-		for i := 0; i < n; i++ {
-			resp := raw.roundTrip(appendExecute(nil, 4, int16(2+i%100), id, nil, consistencyOne, nil))
-			rs, err := decodeRows(resp)
-			if err != nil || len(rs.rows) != 1 || string(rs.rows[0][0]) != "v42" {
-				t.Fatalf("raw EXECUTE %d: got %s (%v), want one row v42", i, describe(resp), err)
-			}
-		}
-	}
-	rawExecute(30)
 
 	// Make the victim forget its prepared statements across the restart.
 	vr := dialRaw(t, c.Addrs[victim], 4)
@@ -217,82 +171,22 @@ func TestNodeRestart(t *testing.T) {
 	}
 	vr.nc.Close()
 
-	t.Run("StoppedNodeIsAvoided", func(t *testing.T) {
-		// Queries at CL=ONE run throughout the stop. While the node shuts
-		// down, requests it still receives fail: it answers OVERLOADED
-		// "Server is shutting down" until it closes its connections, and
-		// those in flight when they close are lost. Once StopNode returns
-		// (the process is gone), no query may fail.
-		stop := make(chan struct{})
-		var (
-			mu       sync.Mutex
-			failures []time.Time
-			kinds    = map[string]int{}
-			ran      atomic.Int64
-			wg       sync.WaitGroup
-		)
-		for w := 0; w < 4; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					var v string
-					if err := s.Query("SELECT v FROM it_restart.kv WHERE k = ?", i%100).Scan(&v); err != nil {
-						code, _ := requestErrorCode(err)
-						mu.Lock()
-						failures = append(failures, time.Now())
-						kinds[fmt.Sprintf("0x%04x %s", code, err)]++
-						mu.Unlock()
-					}
-					ran.Add(1)
-				}
-			}()
+	// From the stop on, the node may be down until a StartNode succeeds:
+	// start it at the end if the test did not (StartNode of a running node
+	// only waits for it to answer).
+	down := true
+	t.Cleanup(func() {
+		if !down {
+			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		began := time.Now()
-		err := c.StopNode(ctx, victim)
-		cancel()
-		stopped := time.Now()
-		time.Sleep(2 * time.Second) // keep querying with the node gone
-		close(stop)
-		wg.Wait()
-		if err != nil {
-			t.Fatalf("StopNode(%d): %v", victim, err)
-		}
-		t.Logf("node %s stopped in %s; %d queries ran meanwhile, %d failed: %v",
-			c.Addrs[victim], stopped.Sub(began).Round(time.Millisecond), ran.Load(), len(failures), kinds)
-		for k := range kinds {
-			if !strings.HasPrefix(k, fmt.Sprintf("0x%04x ", gocql.ErrCodeOverloaded)) && !strings.Contains(k, "connection to Cassandra was lost") {
-				t.Errorf("unexpected failure while the node stopped: %s", k)
-			}
-		}
-		for _, at := range failures {
-			if at.After(stopped.Add(500 * time.Millisecond)) {
-				t.Errorf("a query failed %s after the node had stopped, want none", at.Sub(stopped).Round(time.Millisecond))
-				break
-			}
-		}
-		var errs []string
-		for i := 0; i < 200; i++ {
-			var v string
-			if err := s.Query("SELECT v FROM it_restart.kv WHERE k = ?", i%100).Scan(&v); err != nil {
-				errs = append(errs, err.Error())
-			}
-		}
-		if len(errs) > 0 {
-			t.Errorf("with the node down, %d of 200 queries at CL=ONE failed, want 0; first: %s", len(errs), errs[0])
-		}
-		if conns := metricSeries(t, p.Reg, "cqlgate_backend_connections"); conns["node="+c.Addrs[victim]] != 0 {
-			t.Errorf("cqlgate_backend_connections = %v, want 0 for the stopped node", conns)
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		if err := c.StartNode(ctx, victim); err != nil {
+			t.Errorf("starting node %s again after the test: %v", c.Addrs[victim], err)
 		}
 	})
-
-	t.Run("PreparedStatementsSurviveRestart", func(t *testing.T) {
+	t.Run("StoppedNodeIsAvoided", func(t *testing.T) { testStoppedNodeIsAvoided(t, c, p, rc.s, victim) })
+	if !t.Run("NodeRestarts", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		began := time.Now()
 		err := c.StartNode(ctx, victim)
@@ -300,18 +194,25 @@ func TestNodeRestart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("StartNode(%d): %v", victim, err)
 		}
+		down = false
 		t.Logf("node %s started in %s", c.Addrs[victim], time.Since(began).Round(time.Millisecond))
 		waitFor(t, 60*time.Second, "the proxy to reconnect every pool to the restarted node", func() (bool, string) {
 			conns := metricSeries(t, p.Reg, "cqlgate_backend_connections")
 			v, ref := conns["node="+c.Addrs[victim]], conns["node="+c.Addrs[0]]
 			return v > 0 && v == ref, fmt.Sprintf("cqlgate_backend_connections = %v", conns)
 		})
-		reprepBefore := metricSum(t, p.Reg, "cqlgate_reprepares_total")
+	}) {
+		t.FailNow() // the node, or the proxy's connections to it, did not come back
+	}
 
-		if errs := workload(90); len(errs) > 0 {
+	reprepBefore := metricSum(t, p.Reg, "cqlgate_reprepares_total")
+	t.Run("PreparedStatementsSurviveRestart", func(t *testing.T) {
+		if errs := rc.workload(90); len(errs) > 0 {
 			t.Errorf("after the restart: %d failures; first ones:\n  %s", len(errs), strings.Join(errs[:min(5, len(errs))], "\n  "))
 		}
-		rawExecute(60)
+	})
+	t.Run("RawClientSurvivesRestart", func(t *testing.T) { rc.rawExecute(t, 60) })
+	t.Run("ProxyRepreparedOnRestartedNode", func(t *testing.T) {
 		if after := metricSum(t, p.Reg, "cqlgate_reprepares_total"); after <= reprepBefore {
 			t.Errorf("cqlgate_reprepares_total: %v before and %v after executing on the restarted node, want it to grow", reprepBefore, after)
 		}
@@ -320,6 +221,162 @@ func TestNodeRestart(t *testing.T) {
 			t.Errorf("the restarted node served %d requests from the proxy, want its share", requests)
 		}
 	})
+}
+
+// restartClients are TestNodeRestart's clients of the proxy, each with
+// statements it prepared before the restart.
+type restartClients struct {
+	s, sks *gocql.Session  // gocql on v4, without and with a keyspace
+	s5     *gocql2.Session // cassandra-gocql-driver/v2 on v5, with a keyspace
+	raw    *rawConn        // a raw v4 client, which would not re-prepare by itself
+	rawID  []byte          // raw's prepared SELECT of row 42
+}
+
+// newRestartClients opens the clients, writes rows 0..99 of it_restart.kv
+// and prepares the raw client's statement.
+func newRestartClients(t *testing.T, p *testProxy) *restartClients {
+	t.Helper()
+	one := func(cc *gocql.ClusterConfig) { cc.Consistency = gocql.One }
+	rc := &restartClients{
+		s:   proxySession(t, p, one),
+		sks: proxySession(t, p, func(cc *gocql.ClusterConfig) { one(cc); cc.Keyspace = "it_restart" }),
+		s5:  newSession2(t, p.Addr, func(cc *gocql2.ClusterConfig) { cc.Consistency = gocql2.One; cc.Keyspace = "it_restart" }),
+	}
+	for k := 0; k < 100; k++ {
+		mustExec(t, rc.s, "INSERT INTO it_restart.kv (k, v) VALUES (?, ?)", k, fmt.Sprint("v", k))
+	}
+	rc.raw = dialRaw(t, p.Addr, 4)
+	rc.raw.startup(nil)
+	prep := rc.raw.roundTrip(frame.AppendPrepare(nil, 4, 1, "SELECT v FROM it_restart.kv WHERE k = 42", ""))
+	id, _, err := prepared(prep, 4)
+	if err != nil {
+		t.Fatalf("raw PREPARE: %v", err)
+	}
+	rc.rawID = id
+	return rc
+}
+
+// workload runs n rounds of prepared statements through each session and
+// returns the failures.
+func (rc *restartClients) workload(n int) []string {
+	var errs []string
+	for i := 0; i < n; i++ {
+		k := i % 100
+		want := fmt.Sprint("v", k)
+		var got string
+		if err := rc.s.Query("SELECT v FROM it_restart.kv WHERE k = ?", k).Scan(&got); err != nil || got != want {
+			errs = append(errs, fmt.Sprintf("gocql v4: got (%q, %v), want %q", got, err, want))
+		}
+		if err := rc.sks.Query("SELECT v FROM kv WHERE k = ?", k).Scan(&got); err != nil || got != want {
+			errs = append(errs, fmt.Sprintf("gocql v4 with keyspace: got (%q, %v), want %q", got, err, want))
+		}
+		if err := rc.s5.Query("SELECT v FROM kv WHERE k = ?", k).Scan(&got); err != nil || got != want {
+			errs = append(errs, fmt.Sprintf("gocql2 v5 with keyspace: got (%q, %v), want %q", got, err, want))
+		}
+		if err := rc.sks.Query("UPDATE kv SET v = ? WHERE k = ?", want, k).Exec(); err != nil {
+			errs = append(errs, fmt.Sprintf("gocql v4 UPDATE: %v", err))
+		}
+		if i%5 == 0 { // a BATCH naming two prepared statements
+			b := rc.s.NewBatch(gocql.UnloggedBatch)
+			b.Query("UPDATE it_restart.kv SET v = ? WHERE k = ?", want, k)
+			b.Query("INSERT INTO it_restart.kv (k, v) VALUES (?, ?)", k, want)
+			if err := rc.s.ExecuteBatch(b); err != nil {
+				errs = append(errs, fmt.Sprintf("gocql v4 BATCH: %v", err))
+			}
+		}
+	}
+	return errs
+}
+
+// rawExecute executes the raw client's prepared statement n times; each
+// must return its one row. The connection outlives the subtest t, so its
+// failures go to t while this runs.
+func (rc *restartClients) rawExecute(t *testing.T, n int) {
+	t.Helper()
+	defer func(parent testing.TB) { rc.raw.t = parent }(rc.raw.t)
+	rc.raw.t = t
+	for i := 0; i < n; i++ {
+		resp := rc.raw.roundTrip(appendExecute(nil, 4, int16(2+i%100), rc.rawID, nil, consistencyOne, nil))
+		rs, err := decodeRows(resp)
+		if err != nil || len(rs.rows) != 1 || string(rs.rows[0][0]) != "v42" {
+			t.Fatalf("raw EXECUTE %d: got %s (%v), want one row v42", i, describe(resp), err)
+		}
+	}
+}
+
+// testStoppedNodeIsAvoided stops node victim with queries at CL=ONE
+// running through s. While the node shuts down, requests it still receives
+// fail: it answers OVERLOADED "Server is shutting down" until it closes its
+// connections, and those in flight when they close are lost. Once StopNode
+// returns (the process is gone), no query may fail.
+func testStoppedNodeIsAvoided(t *testing.T, c *testCluster, p *testProxy, s *gocql.Session, victim int) {
+	stop := make(chan struct{})
+	var (
+		mu       sync.Mutex
+		failures []time.Time
+		kinds    = map[string]int{}
+		ran      atomic.Int64
+		wg       sync.WaitGroup
+	)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var v string
+				if err := s.Query("SELECT v FROM it_restart.kv WHERE k = ?", i%100).Scan(&v); err != nil {
+					code, _ := requestErrorCode(err)
+					mu.Lock()
+					failures = append(failures, time.Now())
+					kinds[fmt.Sprintf("0x%04x %s", code, err)]++
+					mu.Unlock()
+				}
+				ran.Add(1)
+			}
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	began := time.Now()
+	err := c.StopNode(ctx, victim)
+	cancel()
+	stopped := time.Now()
+	time.Sleep(2 * time.Second) // keep querying with the node gone
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("StopNode(%d): %v", victim, err)
+	}
+	t.Logf("node %s stopped in %s; %d queries ran meanwhile, %d failed: %v",
+		c.Addrs[victim], stopped.Sub(began).Round(time.Millisecond), ran.Load(), len(failures), kinds)
+	for k := range kinds {
+		if !strings.HasPrefix(k, fmt.Sprintf("0x%04x ", gocql.ErrCodeOverloaded)) && !strings.Contains(k, "connection to Cassandra was lost") {
+			t.Errorf("unexpected failure while the node stopped: %s", k)
+		}
+	}
+	for _, at := range failures {
+		if at.After(stopped.Add(500 * time.Millisecond)) {
+			t.Errorf("a query failed %s after the node had stopped, want none", at.Sub(stopped).Round(time.Millisecond))
+			break
+		}
+	}
+	var errs []string
+	for i := 0; i < 200; i++ {
+		var v string
+		if err := s.Query("SELECT v FROM it_restart.kv WHERE k = ?", i%100).Scan(&v); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		t.Errorf("with the node down, %d of 200 queries at CL=ONE failed, want 0; first: %s", len(errs), errs[0])
+	}
+	if conns := metricSeries(t, p.Reg, "cqlgate_backend_connections"); conns["node="+c.Addrs[victim]] != 0 {
+		t.Errorf("cqlgate_backend_connections = %v, want 0 for the stopped node", conns)
+	}
 }
 
 // TestPreparedSystemQueriesAcrossNodes prepares system.local and
