@@ -28,7 +28,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cqlgate/cqlgate/pkg/speculative"
+	"github.com/cqlgate/cqlgate/pkg/idempotency"
 )
 
 // DefaultCQLPort is the port added to contact points given without one.
@@ -389,7 +389,7 @@ func (c *Config) Validate() error {
 	if !(c.SpeculativeBudget > 0 && c.SpeculativeBudget <= 1) {
 		p.add("SpeculativeBudget", "must be in (0, 1], got %g", c.SpeculativeBudget)
 	}
-	if _, err := speculative.ParseOverrides(c.SpeculativeIdempotent); err != nil {
+	if _, err := idempotency.ParseOverrides(c.SpeculativeIdempotent); err != nil {
 		p.add("SpeculativeIdempotent", "%v", err)
 	}
 	p.intRange("ProtocolVersionMax", c.ProtocolVersionMax, 3, 5)
