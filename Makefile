@@ -64,11 +64,11 @@ chaos: ## the chaos test (pkg/proxy TestChaos) over SEEDS seeds from CHAOS_FROM,
 
 .PHONY: microbench
 microbench: ## Go benchmarks of the frame layer and the hot path
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/frame/ ./pkg/systables/ ./pkg/proxy/ ./pkg/token/ ./pkg/speculative/ ./pkg/limiter/
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/frame/ ./pkg/systables/ ./pkg/proxy/ ./pkg/token/ ./pkg/speculative/ ./pkg/idempotency/ ./pkg/limiter/
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
-	@set -e; for pkg in ./pkg/frame ./pkg/systables ./pkg/token ./pkg/speculative; do \
+	@set -e; for pkg in ./pkg/frame ./pkg/systables ./pkg/token ./pkg/idempotency; do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "== $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \

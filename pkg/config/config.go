@@ -29,7 +29,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cqlgate/cqlgate/pkg/speculative"
+	"github.com/cqlgate/cqlgate/pkg/idempotency"
 )
 
 // DefaultCQLPort is the port added to contact points given without one.
@@ -296,7 +296,7 @@ func (c *Config) Validate() error {
 	if c.SpeculativeDelayMax < c.SpeculativeDelayMin {
 		p.add("SpeculativeDelayMax", "must be at least --speculative-delay-min (%s), got %s", c.SpeculativeDelayMin, c.SpeculativeDelayMax)
 	}
-	if _, err := speculative.ParseOverrides(c.SpeculativeIdempotent); err != nil {
+	if _, err := idempotency.ParseOverrides(c.SpeculativeIdempotent); err != nil {
 		p.add("SpeculativeIdempotent", "%v", err)
 	}
 	if c.LimitMode != "adaptive" && c.LimitMode != "fixed" {

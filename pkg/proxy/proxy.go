@@ -28,8 +28,8 @@ import (
 	"github.com/cqlgate/cqlgate/pkg/backend"
 	"github.com/cqlgate/cqlgate/pkg/config"
 	"github.com/cqlgate/cqlgate/pkg/frame"
+	"github.com/cqlgate/cqlgate/pkg/idempotency"
 	"github.com/cqlgate/cqlgate/pkg/limiter"
-	"github.com/cqlgate/cqlgate/pkg/speculative"
 	"github.com/cqlgate/cqlgate/pkg/systables"
 )
 
@@ -56,7 +56,7 @@ type Proxy struct {
 	reloadMu   sync.Mutex
 	live       config.Config
 	hedging    *hedging
-	classifier *speculative.Classifier
+	classifier *idempotency.Classifier
 	// nodeTable tells routing which nodes are up and local.
 	nodeTable atomic.Pointer[nodeTable]
 	// maxClients is --max-client-connections (0: no limit); reloadable.
@@ -161,9 +161,9 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (_ *Prox
 		}
 		return strconv.Itoa(int(id))
 	})
-	overrides, err := speculative.ParseOverrides(cfg.SpeculativeIdempotent)
+	overrides, err := idempotency.ParseOverrides(cfg.SpeculativeIdempotent)
 	if err == nil {
-		p.classifier = speculative.NewClassifier(overrides)
+		p.classifier = idempotency.NewClassifier(overrides)
 		p.hedging, err = newHedging(cfg, reg)
 	}
 	if err != nil {

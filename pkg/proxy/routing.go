@@ -7,8 +7,8 @@ package proxy
 import (
 	"github.com/cqlgate/cqlgate/pkg/backend"
 	"github.com/cqlgate/cqlgate/pkg/frame"
+	"github.com/cqlgate/cqlgate/pkg/idempotency"
 	"github.com/cqlgate/cqlgate/pkg/limiter"
-	"github.com/cqlgate/cqlgate/pkg/speculative"
 	"github.com/cqlgate/cqlgate/pkg/token"
 )
 
@@ -34,7 +34,7 @@ func (p *Proxy) newStatement(id []byte, query, keyspace string, meta *frame.Prep
 	// ([1, 2, 1, 2]): hedged copies share a timestamp, and so does a retry
 	// of a request whose client set one.
 	st.idempotent = cs.Idempotent && !cs.ListOverwrite
-	st.write = cs.Kind == speculative.KindInsert || cs.Kind == speculative.KindUpdate || cs.Kind == speculative.KindDelete
+	st.write = cs.Kind == idempotency.KindInsert || cs.Kind == idempotency.KindUpdate || cs.Kind == idempotency.KindDelete
 	st.ownTimestamp = cs.UsingTimestamp
 	if st.routeKS == "" {
 		st.routeKS = cs.Keyspace
@@ -197,7 +197,7 @@ func (r *request) decideIdempotent() bool {
 		// The client says so (a QUERY's text may be anything, even DDL).
 		return v
 	}
-	if cl, err := frame.Consistency(c.version, r.op, body); err != nil || !speculative.ConsistencyIdempotent(cl) {
+	if cl, err := frame.Consistency(c.version, r.op, body); err != nil || !idempotency.ConsistencyIdempotent(cl) {
 		return false
 	}
 	switch r.op {
@@ -215,7 +215,7 @@ func (r *request) decideIdempotent() bool {
 		if err != nil {
 			return false
 		}
-		if b.Type == speculative.BatchCounter {
+		if b.Type == idempotency.BatchCounter {
 			return false
 		}
 		it := b.Children()
@@ -241,13 +241,13 @@ func (r *request) decideIdempotent() bool {
 }
 
 // payloadVerdict reads the client's own idempotency flag from a request's
-// custom payload (speculative.PayloadKey), if it set one.
+// custom payload (idempotency.PayloadKey), if it set one.
 func payloadVerdict(f []byte) (idempotent, ok bool) {
-	v, found := frame.CustomPayloadValue(f, speculative.PayloadKey)
+	v, found := frame.CustomPayloadValue(f, idempotency.PayloadKey)
 	if !found {
 		return false, false
 	}
-	verdict, ok := speculative.PayloadVerdict(v)
+	verdict, ok := idempotency.PayloadVerdict(v)
 	return verdict.Idempotent, ok
 }
 

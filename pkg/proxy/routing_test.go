@@ -5,7 +5,7 @@ import (
 
 	"github.com/cqlgate/cqlgate/pkg/config"
 	"github.com/cqlgate/cqlgate/pkg/frame"
-	"github.com/cqlgate/cqlgate/pkg/speculative"
+	"github.com/cqlgate/cqlgate/pkg/idempotency"
 )
 
 func payloadFrame(entries map[string]string) []byte {
@@ -25,9 +25,9 @@ func TestPayloadVerdict(t *testing.T) {
 		entries        map[string]string
 		idempotent, ok bool
 	}{
-		{map[string]string{speculative.PayloadKey: "true"}, true, true},
-		{map[string]string{"other": "x", speculative.PayloadKey: "FALSE"}, false, true},
-		{map[string]string{speculative.PayloadKey: "maybe"}, false, false},
+		{map[string]string{idempotency.PayloadKey: "true"}, true, true},
+		{map[string]string{"other": "x", idempotency.PayloadKey: "FALSE"}, false, true},
+		{map[string]string{idempotency.PayloadKey: "maybe"}, false, false},
 		{map[string]string{"other": "true"}, false, false},
 	} {
 		idem, ok := payloadVerdict(payloadFrame(tc.entries))
@@ -38,7 +38,7 @@ func TestPayloadVerdict(t *testing.T) {
 	if _, ok := payloadVerdict(frame.AppendQuery(nil, 4, 1, "SELECT 1", 1, 0)); ok {
 		t.Error("a frame without a custom payload has a verdict")
 	}
-	f := payloadFrame(map[string]string{speculative.PayloadKey: "true"})
+	f := payloadFrame(map[string]string{idempotency.PayloadKey: "true"})
 	for n := frame.HeaderLen; n < len(f); n++ {
 		payloadVerdict(f[:n]) // truncated: must not panic
 	}

@@ -1,4 +1,4 @@
-package speculative
+package idempotency
 
 // Kind is what a statement does.
 type Kind uint8

@@ -1,4 +1,4 @@
-package speculative
+package idempotency
 
 import (
 	"errors"
@@ -7,7 +7,9 @@ import (
 	"strings"
 )
 
-// ErrOverride is wrapped by the errors ParseOverrides returns.
+// ErrOverride is wrapped by the errors ParseOverrides returns. Its text
+// names the setting's family (--speculative-idempotent), as it did before
+// this package was split from pkg/speculative.
 var ErrOverride = errors.New("speculative: invalid idempotency override")
 
 // Overrides are configured rules that force the verdict of matching

@@ -1,4 +1,4 @@
-package speculative
+package idempotency
 
 import (
 	"strings"
@@ -9,7 +9,7 @@ import (
 // a statement that is not idempotent must never be reported idempotent
 // (the opposite error only costs a missed hedge). Run one with
 //
-//	go test -run '^$' -fuzz '^FuzzNonIdempotentVariants$' -fuzztime 60s ./pkg/speculative/
+//	go test -run '^$' -fuzz '^FuzzNonIdempotentVariants$' -fuzztime 60s ./pkg/idempotency/
 //
 // Seeds: the statements of testdata/classify.txt, and testdata/fuzz/.
 

@@ -1,4 +1,4 @@
-package speculative
+package idempotency
 
 import "bytes"
 
