@@ -6,6 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 30s
 STATICCHECK_VERSION ?= v0.8.2
+SHELLCHECK ?= shellcheck
 
 .DEFAULT_GOAL := help
 
@@ -75,9 +76,12 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
 	done
 
 .PHONY: lint
-lint: ## go vet, gofmt and staticcheck
+lint: ## go vet, gofmt, go mod tidy, shellcheck (scripts/*.sh, .ci/run) and staticcheck (downloaded by go run)
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
+	@command -v $(SHELLCHECK) >/dev/null || { echo "$(SHELLCHECK) not found: apt-get install shellcheck (scripts/ci-install.sh does)"; exit 1; }
+	$(SHELLCHECK) -x scripts/*.sh .ci/run
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 .PHONY: docs

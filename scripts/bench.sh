@@ -48,7 +48,7 @@ Stop a kept node with: scripts/cassandra-local.sh stop --dir $CASSANDRA_DIR
 EOF
 }
 
-# shellcheck source=scripts/bench-lib.sh
+# shellcheck source-path=SCRIPTDIR source=bench-lib.sh
 source "$REPO/scripts/bench-lib.sh"
 
 duration=${BENCH_DURATION:-5s}

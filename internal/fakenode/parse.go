@@ -157,7 +157,7 @@ func parseStmt(q, ks string) stmt {
 				}
 				s.binds = append(s.binds, clauseBind(toks, i))
 			} else if toks[i] == "using" {
-				i = bindsAfter(&s, toks, i)
+				bindsAfter(&s, toks, i)
 				break
 			}
 		}

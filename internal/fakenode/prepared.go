@@ -124,6 +124,7 @@ func bindMeta(t *table, binds []string, version byte) (*message.VariablesMetadat
 		default:
 			col, ok := t.col(b)
 			if !ok {
+				//lint:ignore ST1005 Cassandra's own INVALID message, word for word: clients see it
 				return nil, fmt.Errorf("Undefined column name %s in table %s.%s", b, t.ks, t.name)
 			}
 			c.Type = col.Type

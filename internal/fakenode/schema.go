@@ -178,6 +178,7 @@ func selectFrom(t *table, names []string) (selection, error) {
 		i := slices.IndexFunc(t.cols, func(c Column) bool { return c.Name == name })
 		if i < 0 {
 			if !strings.HasSuffix(name, "(...)") {
+				//lint:ignore ST1005 Cassandra's own INVALID message, word for word: clients see it
 				return sel, fmt.Errorf("Undefined column name %s in table %s.%s", name, t.ks, t.name)
 			}
 			// A function call: typed blob, always null.
