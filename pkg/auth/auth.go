@@ -65,6 +65,13 @@ type Config struct {
 	Timeout time.Duration
 	// Log receives warnings when Cassandra cannot be asked (default: none).
 	Log *zap.Logger
+	// FailuresPerSecond and FailureBurst limit failed logins per source
+	// address: after FailureBurst failures, an address gets FailuresPerSecond
+	// more checks a second, and its other logins are refused without asking
+	// Cassandra, unless their credentials are in the cache. 0 (the default)
+	// means no limit.
+	FailuresPerSecond float64
+	FailureBurst      int
 	// Now is the clock (default time.Now), for tests.
 	Now func() time.Time
 }
@@ -91,11 +98,12 @@ func (e *Error) Unwrap() error { return e.Cause }
 // Passthrough checks client logins against Cassandra. Its methods are safe
 // for concurrent use.
 type Passthrough struct {
-	cfg     Config
-	key     [32]byte // HMAC key of the cache
-	flight  singleflight.Group
-	slots   chan struct{}
-	metrics *metrics
+	cfg      Config
+	key      [32]byte // HMAC key of the cache
+	flight   singleflight.Group
+	slots    chan struct{}
+	metrics  *metrics
+	failures *failureLimiter // nil: no limit
 
 	mu    sync.Mutex
 	cache map[[sha256.Size]byte]time.Time // credential HMAC -> expiry
@@ -131,6 +139,7 @@ func NewPassthrough(cfg Config, reg prometheus.Registerer) (*Passthrough, error)
 		metrics: newMetrics(),
 		cache:   map[[sha256.Size]byte]time.Time{},
 	}
+	p.failures = newFailureLimiter(cfg.FailuresPerSecond, cfg.FailureBurst, cfg.Now)
 	if _, err := rand.Read(p.key[:]); err != nil {
 		return nil, fmt.Errorf("auth: cache key: %w", err)
 	}
@@ -145,8 +154,17 @@ func NewPassthrough(cfg Config, reg prometheus.Registerer) (*Passthrough, error)
 // Login checks the SASL PLAIN token of a client's AUTH_RESPONSE. It returns
 // nil when the client may proceed, and otherwise an *Error to answer with.
 func (p *Passthrough) Login(ctx context.Context, token []byte) *Error {
+	return p.LoginFrom(ctx, token, "")
+}
+
+// LoginFrom is Login for a client connecting from source address src, whose
+// failed logins are limited (Config.FailuresPerSecond). Credentials in the
+// cache pass even from an address over its limit: a flood of wrong
+// passwords must not lock out the application that shares its address.
+func (p *Passthrough) LoginFrom(ctx context.Context, token []byte, src string) *Error {
 	user, pass, msg := ParsePlain(token)
 	if msg != "" {
+		p.failures.fail(src)
 		p.metrics.logins.WithLabelValues(resultBadCredentials).Inc()
 		return &Error{Code: frame.ErrCodeBadCredentials, Message: msg}
 	}
@@ -155,6 +173,10 @@ func (p *Passthrough) Login(ctx context.Context, token []byte) *Error {
 		p.metrics.cacheHits.Inc()
 		p.metrics.logins.WithLabelValues(resultSuccess).Inc()
 		return nil
+	}
+	if !p.failures.allow(src) {
+		p.metrics.logins.WithLabelValues(resultRateLimited).Inc()
+		return &Error{Code: frame.ErrCodeBadCredentials, Message: "cqlgate: too many failed logins from this address; try again later"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
@@ -179,6 +201,7 @@ func (p *Passthrough) Login(ctx context.Context, token []byte) *Error {
 	}
 	var se *backend.ServerError
 	if errors.As(err, &se) && se.Code == frame.ErrCodeBadCredentials {
+		p.failures.fail(src)
 		p.metrics.logins.WithLabelValues(resultBadCredentials).Inc()
 		return &Error{Code: se.Code, Message: se.Message}
 	}
@@ -282,6 +305,7 @@ const (
 	resultSuccess        = "success"
 	resultBadCredentials = "bad_credentials"
 	resultError          = "error"
+	resultRateLimited    = "rate_limited"
 )
 
 type metrics struct {
@@ -294,7 +318,7 @@ func newMetrics() *metrics {
 	m := &metrics{
 		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cqlgate_auth_logins_total",
-			Help: "Client logins (passthrough), by result: success, bad_credentials, or error when Cassandra could not be asked.",
+			Help: "Client logins (passthrough), by result: success, bad_credentials, error when Cassandra could not be asked, or rate_limited when the client's address failed too many logins (--login-failures-per-second).",
 		}, []string{"result"}),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cqlgate_auth_verifications_total",
@@ -309,6 +333,7 @@ func newMetrics() *metrics {
 		m.logins.WithLabelValues(r)
 		m.checks.WithLabelValues(r)
 	}
+	m.logins.WithLabelValues(resultRateLimited)
 	return m
 }
 

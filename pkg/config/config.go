@@ -79,7 +79,13 @@ type Config struct {
 
 	DrainTimeout time.Duration `flag:"drain-timeout" env:"CQLGATE_DRAIN_TIMEOUT" yaml:"drain_timeout" default:"20s" above:"0s" help:"on SIGTERM, how long requests in flight may take to finish before connections close; new requests meanwhile get OVERLOADED so drivers move to another node. Keep the pod's termination grace period above it"`
 
-	MaxClientConnections int `flag:"max-client-connections" env:"CQLGATE_MAX_CLIENT_CONNECTIONS" yaml:"max_client_connections" default:"4096" reload:"true" min:"0" max:"16777216" help:"client connections served at once; one more gets OVERLOADED in answer to its first message and is closed (0 means no limit)"`
+	MaxClientConnections int `flag:"max-client-connections" env:"CQLGATE_MAX_CLIENT_CONNECTIONS" yaml:"max_client_connections" default:"4096" reload:"true" min:"0" max:"16777216" help:"client connections served at once; one more gets OVERLOADED in answer to its first message and is closed (0 means no limit), unless connections still in their handshake hold slots: the oldest of those is closed to make room"`
+
+	HandshakeTimeout time.Duration `flag:"handshake-timeout" env:"CQLGATE_HANDSHAKE_TIMEOUT" yaml:"handshake_timeout" default:"10s" above:"0s" help:"time a new client connection has to finish its handshake (TLS, STARTUP and, with --client-auth passthrough, its login); a connection that sends nothing, or too slowly, is closed then instead of holding a connection slot"`
+
+	MaxPendingHandshakes int `flag:"max-pending-handshakes" env:"CQLGATE_MAX_PENDING_HANDSHAKES" yaml:"max_pending_handshakes" default:"1024" reload:"true" min:"1" max:"16777216" help:"client connections in their handshake at once; a new one past it closes the oldest pending one, so a flood of idle or slow sockets cannot keep a well-behaved client out (its handshake takes milliseconds)"`
+
+	MaxPendingHandshakesPerAddress int `flag:"max-pending-handshakes-per-address" env:"CQLGATE_MAX_PENDING_HANDSHAKES_PER_ADDRESS" yaml:"max_pending_handshakes_per_address" default:"256" reload:"true" min:"1" max:"16777216" help:"client connections in their handshake at once from one source address; a new one past it closes that address's oldest pending one, so one flooding address cannot push out the handshakes of others"`
 
 	ClientWriteBufferBytes int `flag:"client-write-buffer-bytes" env:"CQLGATE_CLIENT_WRITE_BUFFER_BYTES" yaml:"client_write_buffer_bytes" default:"67108864" reload:"true" min:"1048576" max:"1099511627776" help:"answers waiting to be written to one client, in bytes; a client that stops reading is disconnected when its answers exceed this, so it cannot hold memory or slow anyone else (at least 1048576)"`
 
@@ -144,6 +150,10 @@ type Config struct {
 	// Authentication and TLS. Checked by validateSecurity.
 
 	ClientAuth string `flag:"client-auth" env:"CQLGATE_CLIENT_AUTH" yaml:"client_auth" default:"none" help:"how clients log in: none (any client is served; only allowed when every --listen address is loopback) or passthrough (clients log in with their Cassandra username and password, checked by logging in to Cassandra with them; their requests then run as --backend-username, so the GRANTs that apply are that user's)"`
+
+	LoginFailuresPerSecond float64 `flag:"login-failures-per-second" env:"CQLGATE_LOGIN_FAILURES_PER_SECOND" yaml:"login_failures_per_second" default:"1" min:"0" max:"1000000" help:"with --client-auth passthrough, failed logins allowed per second from one source address once --login-failure-burst is spent; other logins from it are refused without asking Cassandra, except credentials already verified (see --auth-cache-ttl). 0 means no limit"`
+
+	LoginFailureBurst int `flag:"login-failure-burst" env:"CQLGATE_LOGIN_FAILURE_BURST" yaml:"login_failure_burst" default:"10" min:"1" max:"1000000" help:"with --client-auth passthrough, failed logins one source address may have in a row before --login-failures-per-second applies"`
 
 	AuthCacheTTL time.Duration `flag:"auth-cache-ttl" env:"CQLGATE_AUTH_CACHE_TTL" yaml:"auth_cache_ttl" default:"1m" help:"with --client-auth passthrough, how long credentials that Cassandra accepted are accepted again without asking it (a changed password or dropped role takes effect after this); 0 asks Cassandra at every login"`
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -30,6 +31,11 @@ type client struct {
 
 	flow    uint64 // the limiter's flow id
 	version byte   // set by STARTUP, then fixed
+	// handshakeDeadline is when the handshake must be done by
+	// (--handshake-timeout); evicted is set when the connection was closed
+	// in its handshake to make room for a newer one.
+	handshakeDeadline time.Time
+	evicted           atomic.Bool
 	// keyspace and pool change when USE succeeds (on a backend goroutine)
 	// and are read by serve.
 	keyspace     atomic.Pointer[string]
@@ -82,7 +88,13 @@ func (c *client) serve() {
 			c.close(fmt.Errorf("panic: %v", r))
 		}
 	}()
-	if err := c.handshake(); err != nil {
+	err := c.handshake()
+	c.p.handshakeEnded(c)
+	if err != nil {
+		if isTimeout(err) && !c.evicted.Load() {
+			c.p.metrics.connsRejected.WithLabelValues(rejectHandshakeTimeout).Inc()
+			c.log.Debug("client handshake timed out", zap.Duration("handshake_timeout", c.p.cfg.HandshakeTimeout))
+		}
 		c.close(err)
 		return
 	}
@@ -98,6 +110,12 @@ func (c *client) serve() {
 // the framing switches just the same (spec v5 2.3.1), and the handshake ends
 // once an AUTH_RESPONSE carries credentials Cassandra accepts.
 func (c *client) handshake() error {
+	// The whole handshake, TLS and login included, has one deadline: a
+	// socket that sends nothing, or one byte at a time, is closed then.
+	c.handshakeDeadline = time.Now().Add(c.p.cfg.HandshakeTimeout)
+	if err := c.nc.SetDeadline(c.handshakeDeadline); err != nil {
+		return fmt.Errorf("handshake deadline: %w", err)
+	}
 	if err := c.startTLS(); err != nil {
 		return err
 	}
@@ -188,6 +206,9 @@ func (c *client) handshake() error {
 				return err
 			}
 			c.setPool(pool)
+			if err := c.nc.SetDeadline(time.Time{}); err != nil {
+				return fmt.Errorf("clear handshake deadline: %w", err)
+			}
 			return nil
 		}
 	}

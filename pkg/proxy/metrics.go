@@ -89,7 +89,7 @@ func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
 		}),
 		connsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cqlgate_client_rejected_connections_total",
-			Help: "Client connections refused, by reason: max_connections (--max-client-connections reached) or draining (shutdown under way).",
+			Help: "Client connections refused or closed before they were served, by reason: max_connections (--max-client-connections reached, no handshake pending), draining (shutdown under way), handshake_timeout (no handshake within --handshake-timeout), handshake_evicted (a pending handshake closed to make room for a newer connection: --max-pending-handshakes, its per-address limit, or --max-client-connections).",
 		}, []string{"reason"}),
 		slowClients: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cqlgate_client_write_buffer_overflows_total",
@@ -121,7 +121,7 @@ func newMetrics(reg prometheus.Registerer, p *Proxy) *metrics {
 		Help: "Prepared statements the proxy remembers for re-preparing.",
 	}, func() float64 { return float64(p.prep.len()) })
 	reg.MustRegister(m.clientConns, m.clientConnsTotal, m.requestDuration, m.proxyErrors, m.reprepares, m.reshaped, m.retries, m.timeouts, m.rejected, m.rejectLatency, m.connsRejected, m.slowClients, m.backendLatencyVec, reqs, buffered, prepared)
-	for _, r := range []string{"max_connections", "draining"} {
+	for _, r := range []string{rejectMaxConnections, rejectDraining, rejectHandshakeTimeout, rejectHandshakeEvicted} {
 		m.connsRejected.WithLabelValues(r)
 	}
 	return m

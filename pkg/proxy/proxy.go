@@ -76,6 +76,14 @@ type Proxy struct {
 	mu      sync.Mutex
 	clients map[*client]struct{}
 	wg      sync.WaitGroup // client goroutines
+	// pending are the clients still in their handshake, by arrival, and
+	// pendingBySrc their count per source address; under mu. See
+	// handshakes.go. maxPending and maxPendingPerAddr are the reloadable
+	// --max-pending-handshakes[-per-address].
+	pending                       map[*client]pendingHandshake
+	pendingBySrc                  map[string]int
+	pendingSeq                    uint64
+	maxPending, maxPendingPerAddr atomic.Int64
 
 	// systemStatements maps prepared ids of system table queries to the
 	// table; nil until a driver prepares one.
@@ -125,6 +133,8 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (_ *Prox
 		cfg:           cfg,
 		log:           log,
 		clients:       map[*client]struct{}{},
+		pending:       map[*client]pendingHandshake{},
+		pendingBySrc:  map[string]int{},
 		ctx:           context.Background(),
 		serving:       make(chan struct{}),
 		schemaChanged: make(chan struct{}, 1),
@@ -138,6 +148,8 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (_ *Prox
 	p.keyspaceWeights.Store(&kw)
 	p.maxClients.Store(int64(cfg.MaxClientConnections))
 	p.clientWriteLimit.Store(int64(cfg.ClientWriteBufferBytes))
+	p.maxPending.Store(int64(cfg.MaxPendingHandshakes))
+	p.maxPendingPerAddr.Store(int64(cfg.MaxPendingHandshakesPerAddress))
 	p.bufferLimit.Store(int64(cfg.MaxBufferedBytes))
 	cache, err := newPreparedCache(cfg.PreparedCacheEntries)
 	if err != nil {
@@ -435,21 +447,24 @@ func (p *Proxy) accept(ctx context.Context, e *endpoint) {
 		}
 		delay = 0
 		nc = p.wrapTLS(nc)
+		c := newClient(p, e, nc)
 		p.mu.Lock()
-		if limit := p.maxClients.Load(); limit > 0 && int64(len(p.clients)) >= limit {
+		victims, ok := p.admitLocked(c, sourceHost(nc))
+		if !ok {
 			p.wg.Add(1)
 			p.mu.Unlock()
-			p.metrics.connsRejected.WithLabelValues("max_connections").Inc()
+			limit := p.maxClients.Load()
+			p.metrics.connsRejected.WithLabelValues(rejectMaxConnections).Inc()
 			go func() {
 				defer p.wg.Done()
 				refuse(nc, fmt.Sprintf("cqlgate: too many client connections (--max-client-connections %d)", limit))
 			}()
 			continue
 		}
-		c := newClient(p, e, nc)
 		p.clients[c] = struct{}{}
 		p.wg.Add(1)
 		p.mu.Unlock()
+		p.evict(victims)
 		p.metrics.clientConns.Inc()
 		p.metrics.clientConnsTotal.Inc()
 		go func() {
@@ -539,6 +554,8 @@ func (p *Proxy) Reload(next config.Config) (restart []string, err error) {
 	p.keyspaceWeights.Store(&kw)
 	p.maxClients.Store(int64(next.MaxClientConnections))
 	p.clientWriteLimit.Store(int64(next.ClientWriteBufferBytes))
+	p.maxPending.Store(int64(next.MaxPendingHandshakes))
+	p.maxPendingPerAddr.Store(int64(next.MaxPendingHandshakesPerAddress))
 	p.bufferLimit.Store(int64(next.MaxBufferedBytes))
 	p.hedging.maxExtra.Store(int32(next.SpeculativeMaxExecutions))
 	p.live = next

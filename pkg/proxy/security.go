@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -16,10 +15,6 @@ import (
 	"github.com/cqlgate/cqlgate/pkg/frame"
 	"github.com/cqlgate/cqlgate/pkg/tlsconfig"
 )
-
-// tlsHandshakeTimeout bounds a client's TLS handshake, so a connection that
-// never completes one does not hold a goroutine forever.
-const tlsHandshakeTimeout = 10 * time.Second
 
 // backendSecurity returns the TLS configuration and credentials of the
 // connections to Cassandra (each nil when not configured).
@@ -61,10 +56,12 @@ func (p *Proxy) initClientSecurity(reg prometheus.Registerer) error {
 	}
 	if p.cfg.ClientAuth == config.ClientAuthPassthrough {
 		a, err := auth.NewPassthrough(auth.Config{
-			Checker:  p.cluster,
-			CacheTTL: p.cfg.AuthCacheTTL,
-			Timeout:  2 * p.cfg.ConnectTimeout,
-			Log:      p.log.Named("auth"),
+			Checker:           p.cluster,
+			CacheTTL:          p.cfg.AuthCacheTTL,
+			Timeout:           2 * p.cfg.ConnectTimeout,
+			Log:               p.log.Named("auth"),
+			FailuresPerSecond: p.cfg.LoginFailuresPerSecond,
+			FailureBurst:      p.cfg.LoginFailureBurst,
 		}, reg)
 		if err != nil {
 			return err
@@ -83,14 +80,14 @@ func (p *Proxy) wrapTLS(nc net.Conn) net.Conn {
 	return tlsconfig.Conn{Conn: tls.Server(nc, p.serverTLS)}
 }
 
-// startTLS runs the TLS handshake of a TLS client connection, bounded by
-// tlsHandshakeTimeout; for a plain connection it does nothing.
+// startTLS runs the TLS handshake of a TLS client connection, within the
+// connection's handshake deadline; for a plain connection it does nothing.
 func (c *client) startTLS() error {
 	tc, ok := c.nc.(tlsconfig.Conn)
 	if !ok {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(c.p.ctx, tlsHandshakeTimeout)
+	ctx, cancel := context.WithDeadline(c.p.ctx, c.handshakeDeadline)
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		c.log.Debug("client TLS handshake failed", zap.Error(err))
@@ -107,7 +104,9 @@ func (c *client) login(version byte, stream int16, body []byte) ([]byte, bool) {
 	if err != nil {
 		return frame.AppendError(nil, version, stream, frame.ErrCodeProtocol, "Invalid AUTH_RESPONSE message: "+err.Error()), false
 	}
-	if rej := c.p.auth.Login(c.p.ctx, token); rej != nil {
+	ctx, cancel := context.WithDeadline(c.p.ctx, c.handshakeDeadline)
+	defer cancel()
+	if rej := c.p.auth.LoginFrom(ctx, token, sourceHost(c.nc)); rej != nil {
 		c.log.Debug("client login refused", zap.Error(rej))
 		return frame.AppendError(nil, version, stream, rej.Code, rej.Message), false
 	}

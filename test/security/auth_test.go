@@ -60,7 +60,12 @@ func TestPassthroughLoginAsCassandra(t *testing.T) {
 // malformed SASL PLAIN tokens and a request sent before logging in.
 func TestPassthroughAnswersLikeCassandra(t *testing.T) {
 	n := cassandratest.Require(t, node)
-	p := startProxy(t, passthrough)
+	p := startProxy(t, func(c *config.Config) {
+		passthrough(c)
+		// Message for message like Cassandra, which has no limit on failed
+		// logins (TestHandshakeFloodDoesNotLockOutClients tests the limit).
+		c.LoginFailuresPerSecond = 0
+	})
 	cases := []struct {
 		name string
 		next func(v byte) []byte
