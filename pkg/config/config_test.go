@@ -70,6 +70,10 @@ func TestDefault(t *testing.T) {
 		LogLevel:                 "info",
 		LogFormat:                "json",
 		ClientAuth:               "none",
+		PassthroughIdentity:      "role",
+		MaxRolePools:             64,
+		RolePoolIdleTimeout:      time.Minute,
+		MaxRoleSeries:            20,
 		AuthCacheTTL:             time.Minute,
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {

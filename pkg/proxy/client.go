@@ -30,6 +30,9 @@ type client struct {
 
 	flow    uint64 // the limiter's flow id
 	version byte   // set by STARTUP, then fixed
+
+	who identity // the login role and what it runs as (roles.go)
+
 	// keyspace and pool change when USE succeeds (on a backend goroutine)
 	// and are read by serve.
 	keyspace     atomic.Pointer[string]
@@ -183,7 +186,7 @@ func (c *client) handshake() error {
 			return err
 		}
 		if done {
-			pool, err := c.p.cluster.Pool(c.p.ctx, c.version, "")
+			pool, err := c.poolFor(c.p.ctx, c.version, "")
 			if err != nil {
 				return err
 			}
@@ -446,6 +449,7 @@ func (c *client) close(err error) {
 	if pool != nil {
 		pool.Release()
 	}
+	c.releaseRole()
 	close(c.done)
 	c.nc.Close()
 	// Requests still waiting for a permit will never be answered.
