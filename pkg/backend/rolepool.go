@@ -50,6 +50,18 @@ type Role struct {
 // Name returns the role's name (its login username).
 func (r *Role) Name() string { return r.name }
 
+// Refused returns Cassandra's refusal of the role's login that closed its
+// pools, nil if there was none since the role's last AcquireRole (and for
+// a nil Role, the proxy's own user).
+func (r *Role) Refused() *ServerError {
+	if r == nil {
+		return nil
+	}
+	r.cl.mu.Lock()
+	defer r.cl.mu.Unlock()
+	return r.refused
+}
+
 // describe names the role in error messages; nothing for the proxy's user.
 func (r *Role) describe() string {
 	if r == nil {

@@ -378,6 +378,12 @@ func (r *request) dispatchAvoiding(avoid *backend.Node) *backend.Conn {
 			conn, np = r.pool.Pick(nil)
 		}
 		if conn == nil {
+			if se := r.pool.Role().Refused(); se != nil {
+				// The role's pools closed because Cassandra refused its
+				// login: its answer, while the client's connection closes.
+				r.failUnsent(se.Code, se.Message)
+				return nil
+			}
 			r.failUnsent(frame.ErrCodeServer, "cqlgate: no Cassandra node is available")
 			return nil
 		}

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -129,8 +130,25 @@ func (p *Proxy) roleRefused(r *backend.Role, se *backend.ServerError) {
 		zap.String("role", r.Name()), zap.Int("connections", len(gone)), zap.String("error", se.Message))
 	err := fmt.Errorf("role %q: %w", r.Name(), se)
 	for _, c := range gone {
-		c.close(err)
+		go c.closeAfterAnswers(err)
 	}
+}
+
+// closeAfterAnswers closes the connection once the answers on their way to
+// the client are written, within a second: the request whose new pool met
+// the refusal is answered with Cassandra's error just after the pools
+// close (its goroutine learns of it after the dialler that called
+// roleRefused), and the client must get that answer before the connection
+// ends.
+func (c *client) closeAfterAnswers(err error) {
+	time.Sleep(50 * time.Millisecond)
+	for deadline := time.Now().Add(time.Second); c.inflight.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if werr := c.writeQueued(); werr != nil {
+		err = werr
+	}
+	c.close(err)
 }
 
 // roleSeries hands out the per-role request and rejection counters. The
