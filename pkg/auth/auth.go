@@ -12,9 +12,10 @@
 // the TTL has passed. Refusals are never cached. Concurrent logins with the
 // same credentials (a driver opening its pool) share one check.
 //
-// Authorization is not the client's: requests run over the proxy's own
-// connections, logged in as the proxy's backend user, so GRANTs that apply
-// are that user's, as with zdm-proxy and cql-proxy.
+// This is the gate only: what a logged-in client's requests run as is the
+// proxy's business (pkg/proxy roles.go): its own role by default, over
+// backend pools logged in with the same credentials, or the proxy's
+// backend user with --passthrough-identity proxy.
 package auth
 
 import (

@@ -51,7 +51,18 @@ type Config struct {
 	// nothing is in flight on it; it is opened again on the next USE. The
 	// pools without a keyspace are kept. 0 keeps every pool.
 	PoolIdleTimeout time.Duration
-	Log             *zap.Logger
+	// RolePoolIdleTimeout closes a role's pool (see AcquireRole) once no
+	// client connection has held it for this long and nothing is in
+	// flight on it, whatever its keyspace (default 1m).
+	RolePoolIdleTimeout time.Duration
+	// MaxRoles bounds the roles with pools or client connections at once
+	// (default 64).
+	MaxRoles int
+	// OnRoleRefused, if set, is called once when Cassandra refuses a role's
+	// login to one of its pools, after every pool of the role was closed,
+	// with Cassandra's answer. It must not block for long.
+	OnRoleRefused func(*Role, *ServerError)
+	Log           *zap.Logger
 	// OnSchemaChange receives SCHEMA_CHANGE EVENT frames seen on the
 	// control connection; it owns the frame and must not block.
 	OnSchemaChange func(*frame.Buf)
@@ -97,6 +108,12 @@ func (cfg *Config) setDefaults() {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
+	if cfg.RolePoolIdleTimeout <= 0 {
+		cfg.RolePoolIdleTimeout = time.Minute
+	}
+	if cfg.MaxRoles <= 0 {
+		cfg.MaxRoles = 64
+	}
 }
 
 // Cluster discovers the nodes through a control connection and owns the
@@ -114,9 +131,12 @@ type Cluster struct {
 	// notifyMu serializes OnNodes calls.
 	notifyMu sync.Mutex
 	pools    map[poolKey]*poolEntry
-	control  *Conn
-	version  byte
-	local    Local
+	// roles are the client roles with pools or client connections, by
+	// name (see AcquireRole).
+	roles   map[string]*Role
+	control *Conn
+	version byte
+	local   Local
 	// supported is the control node's answer to OPTIONS.
 	supported map[string][]string
 	refresh   chan struct{}
@@ -154,6 +174,7 @@ func NewCluster(cfg Config, reg prometheus.Registerer) (*Cluster, error) {
 		cancel:  cancel,
 		nodes:   map[string]*Node{},
 		pools:   map[poolKey]*poolEntry{},
+		roles:   map[string]*Role{},
 		refresh: make(chan struct{}, 1),
 	}
 	cl.metrics = newMetrics(cl)
@@ -209,6 +230,9 @@ func (cl *Cluster) Close() {
 	ctrl := cl.control
 	retiring := cl.retiring
 	cl.retiring = nil
+	for _, r := range cl.roles {
+		r.creds.Store(nil) // no password outlives the cluster
+	}
 	cl.mu.Unlock()
 	for _, c := range retiring {
 		c.Close()

@@ -15,6 +15,7 @@ type metrics struct {
 	inflight *prometheus.Desc
 	up       *prometheus.Desc
 	pools    *prometheus.Desc
+	roles    *prometheus.Desc
 }
 
 func newMetrics(cl *Cluster) *metrics {
@@ -35,7 +36,8 @@ func newMetrics(cl *Cluster) *metrics {
 		conns:    prometheus.NewDesc("cqlgate_backend_connections", "Open backend connections per node (all pools).", []string{"node"}, nil),
 		inflight: prometheus.NewDesc("cqlgate_backend_in_flight_requests", "Requests sent to a node and not yet answered.", []string{"node"}, nil),
 		up:       prometheus.NewDesc("cqlgate_backend_node_up", "1 when the node is believed reachable.", []string{"node"}, nil),
-		pools:    prometheus.NewDesc("cqlgate_backend_pools", "Open connection pools: one per protocol version in use and per keyspace clients USE (see --keyspace-pool-idle-timeout).", nil, nil),
+		pools:    prometheus.NewDesc("cqlgate_backend_pools", "Open connection pools: one per protocol version in use and per keyspace clients USE (see --keyspace-pool-idle-timeout), and with --passthrough-identity role, each of those per role (see --role-pool-idle-timeout).", nil, nil),
+		roles:    prometheus.NewDesc("cqlgate_backend_roles", "Client roles with their own backend pools or client connections (--passthrough-identity role; at most --max-role-pools).", nil, nil),
 	}
 }
 
@@ -47,6 +49,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.inflight
 	ch <- m.up
 	ch <- m.pools
+	ch <- m.roles
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
@@ -57,6 +60,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	conns, inflight := map[*Node]int{}, map[*Node]int{}
 	pools := cl.readyPools()
 	ch <- prometheus.MustNewConstMetric(m.pools, prometheus.GaugeValue, float64(len(pools)))
+	ch <- prometheus.MustNewConstMetric(m.roles, prometheus.GaugeValue, float64(cl.Roles()))
 	cl.mu.Lock()
 	nodes := make([]*Node, 0, len(cl.nodes))
 	for _, n := range cl.nodes {

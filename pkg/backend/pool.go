@@ -21,6 +21,9 @@ type Pool struct {
 	cl       *Cluster
 	version  byte
 	keyspace string
+	// role is the client role whose credentials its connections log in
+	// with; nil for the proxy's own (Config.Credentials).
+	role *Role
 
 	mu     sync.Mutex // guards changes to nodes
 	nodes  atomic.Pointer[[]*NodePool]
@@ -51,6 +54,10 @@ func (p *Pool) Version() byte { return p.version }
 
 // Keyspace returns the keyspace the pool's connections use.
 func (p *Pool) Keyspace() string { return p.keyspace }
+
+// Role returns the role the pool's connections are logged in as, nil for
+// the proxy's own user.
+func (p *Pool) Role() *Role { return p.role }
 
 // Hold marks the pool as in use by one more client connection, which sends
 // through it until it calls Release: a held pool is never closed as idle.
@@ -249,6 +256,16 @@ func (np *NodePool) maintain(ctx context.Context, first chan<- error) {
 			return
 		}
 		missing := target - np.numConns()
+		if !np.pool.canDial() {
+			// A role pool whose role has no client connection left: its
+			// password is forgotten, so it cannot log in. AcquireRole
+			// wakes it when a client of the role logs in again.
+			missing = 0
+			if first != nil {
+				first <- errRoleGone
+				first = nil
+			}
+		}
 		if missing > 0 {
 			errs := make(chan error, missing)
 			for i := 0; i < missing; i++ {
@@ -297,7 +314,7 @@ func (np *NodePool) maintain(ctx context.Context, first chan<- error) {
 			}
 		}
 		var wait time.Duration
-		if np.numConns() < target {
+		if np.numConns() < target && np.pool.canDial() {
 			wait = backoff(cl.cfg.ReconnectBaseDelay, cl.cfg.ReconnectMaxDelay, np.failuresNow())
 		} else {
 			wait = time.Hour // only a closing connection or a node event wakes us
@@ -349,9 +366,10 @@ func (np *NodePool) dialOne(ctx context.Context) error {
 		MaxFrame:     cl.cfg.MaxFrame,
 		WriteTimeout: cl.cfg.WriteTimeout,
 		TLS:          cl.cfg.TLS,
-		Credentials:  cl.cfg.Credentials,
+		Credentials:  np.pool.credentials(),
 	})
 	if err != nil {
+		np.pool.loginFailed(err)
 		return err
 	}
 	if !np.add(c) {
@@ -387,9 +405,12 @@ func backoff(base, max time.Duration, n int) time.Duration {
 	return half + time.Duration(rand.Int64N(int64(half)+1))
 }
 
+// poolKey names a pool. role is the name of the role it logs in as, ""
+// for the proxy's own user; never a password, which lives in the Role only.
 type poolKey struct {
 	version  byte
 	keyspace string
+	role     string
 }
 
 type poolEntry struct {
@@ -398,13 +419,30 @@ type poolEntry struct {
 	err   error
 }
 
-// Pool returns the pool for version and keyspace, creating and connecting it
-// on first use. Creation returns once one connection is up, or with the
-// first error when every node failed (a *ServerError when Cassandra refused,
-// e.g. USE of a keyspace that does not exist). Failed pools are not kept.
+// Pool returns the proxy's own pool (logged in as Config.Credentials) for
+// version and keyspace; see PoolAs.
 func (cl *Cluster) Pool(ctx context.Context, version byte, keyspace string) (*Pool, error) {
-	key := poolKey{version, keyspace}
+	return cl.PoolAs(ctx, nil, version, keyspace)
+}
+
+// PoolAs returns the pool for role (nil: the proxy's own user), version and
+// keyspace, creating and connecting it on first use: every node is dialled
+// at once, and creation returns once one connection is up, or with the
+// first error when every node failed (a *ServerError when Cassandra
+// refused, e.g. USE of a keyspace that does not exist, or the role's
+// login). Failed pools are not kept.
+func (cl *Cluster) PoolAs(ctx context.Context, role *Role, version byte, keyspace string) (*Pool, error) {
+	key := poolKey{version: version, keyspace: keyspace}
+	if role != nil {
+		key.role = role.name
+	}
 	cl.mu.Lock()
+	if role != nil {
+		if err := role.usableLocked(); err != nil {
+			cl.mu.Unlock()
+			return nil, err
+		}
+	}
 	e, ok := cl.pools[key]
 	if ok && e.pool != nil {
 		// Under cl.mu, which closeIdlePools holds too: a pool handed out
@@ -419,11 +457,22 @@ func (cl *Cluster) Pool(ctx context.Context, version byte, keyspace string) (*Po
 			nodes = append(nodes, n)
 		}
 		cl.mu.Unlock()
-		pool, err := cl.newPool(ctx, version, keyspace, nodes)
+		pool, err := cl.newPool(ctx, role, version, keyspace, nodes)
 		cl.mu.Lock()
+		if err == nil && cl.pools[key] != e {
+			// The role's pools were closed (its login was refused) while
+			// this one connected: it must not live on unlisted.
+			pool.close()
+			pool, err = nil, role.usableLocked()
+			if err == nil {
+				err = errRoleGone
+			}
+		}
 		e.pool, e.err = pool, err
 		if err != nil {
-			delete(cl.pools, key)
+			if cl.pools[key] == e {
+				delete(cl.pools, key)
+			}
 		} else {
 			pool.lastUsed.Store(time.Now().UnixNano())
 		}
@@ -440,8 +489,8 @@ func (cl *Cluster) Pool(ctx context.Context, version byte, keyspace string) (*Po
 	}
 }
 
-func (cl *Cluster) newPool(ctx context.Context, version byte, keyspace string, nodes []*Node) (*Pool, error) {
-	p := &Pool{cl: cl, version: version, keyspace: keyspace}
+func (cl *Cluster) newPool(ctx context.Context, role *Role, version byte, keyspace string, nodes []*Node) (*Pool, error) {
+	p := &Pool{cl: cl, version: version, keyspace: keyspace, role: role}
 	empty := []*NodePool{}
 	p.nodes.Store(&empty)
 	results := make(chan error, len(nodes))
@@ -468,7 +517,7 @@ func (cl *Cluster) newPool(ctx context.Context, version byte, keyspace string, n
 	if firstErr == nil {
 		firstErr = errors.New("backend: no nodes known")
 	}
-	return nil, fmt.Errorf("backend: no node accepted a connection (version %d, keyspace %q): %w", version, keyspace, firstErr)
+	return nil, fmt.Errorf("backend: no node accepted a connection (version %d, keyspace %q%s): %w", version, keyspace, role.describe(), firstErr)
 }
 
 // addNode adds a NodePool for n and starts keeping it connected.

@@ -112,25 +112,35 @@ func (cl *Cluster) heartbeat(now time.Time) {
 
 // closeIdlePools closes the keyspace pools idle for PoolIdleTimeout: an
 // application that USEs many keyspaces over time (one per tenant, say) would
-// otherwise keep connections to every node for each of them for good.
+// otherwise keep connections to every node for each of them for good. Role
+// pools, whatever their keyspace, close after RolePoolIdleTimeout, and a
+// role with neither pools nor clients is forgotten.
 func (cl *Cluster) closeIdlePools(now time.Time) {
-	if cl.cfg.PoolIdleTimeout <= 0 {
-		return
-	}
-	since := now.Add(-cl.cfg.PoolIdleTimeout)
 	var idle []*Pool
 	cl.mu.Lock()
 	for key, e := range cl.pools {
-		if key.keyspace == "" || e.pool == nil || !e.pool.idleSince(since) {
+		timeout := cl.cfg.PoolIdleTimeout
+		if key.role != "" {
+			timeout = cl.cfg.RolePoolIdleTimeout
+		} else if key.keyspace == "" {
+			continue
+		}
+		if timeout <= 0 || e.pool == nil || !e.pool.idleSince(now.Add(-timeout)) {
 			continue
 		}
 		delete(cl.pools, key)
 		idle = append(idle, e.pool)
 	}
+	cl.forgetIdleRolesLocked()
 	cl.mu.Unlock()
 	for _, p := range idle {
-		cl.log.Info("closing an idle keyspace pool", zap.String("keyspace", p.keyspace),
-			zap.Uint8("protocol_version", p.version), zap.Duration("idle_timeout", cl.cfg.PoolIdleTimeout))
+		if p.role != nil {
+			cl.log.Info("closing an idle role pool", zap.String("role", p.role.name), zap.String("keyspace", p.keyspace),
+				zap.Uint8("protocol_version", p.version), zap.Duration("idle_timeout", cl.cfg.RolePoolIdleTimeout))
+		} else {
+			cl.log.Info("closing an idle keyspace pool", zap.String("keyspace", p.keyspace),
+				zap.Uint8("protocol_version", p.version), zap.Duration("idle_timeout", cl.cfg.PoolIdleTimeout))
+		}
 		p.close()
 	}
 }

@@ -149,7 +149,17 @@ type Config struct {
 
 	// Authentication and TLS. Checked by validateSecurity.
 
-	ClientAuth string `flag:"client-auth" env:"CQLGATE_CLIENT_AUTH" yaml:"client_auth" default:"none" help:"how clients log in: none (any client is served; only allowed when every --listen address is loopback) or passthrough (clients log in with their Cassandra username and password, checked by logging in to Cassandra with them; their requests then run as --backend-username, so the GRANTs that apply are that user's)"`
+	ClientAuth string `flag:"client-auth" env:"CQLGATE_CLIENT_AUTH" yaml:"client_auth" default:"none" help:"how clients log in: none (any client is served; only allowed when every --listen address is loopback) or passthrough (clients log in with their Cassandra username and password, checked by logging in to Cassandra with them; what their requests then run as is --passthrough-identity)"`
+
+	PassthroughIdentity string `flag:"passthrough-identity" env:"CQLGATE_PASSTHROUGH_IDENTITY" yaml:"passthrough_identity" default:"role" help:"with --client-auth passthrough, whom Cassandra sees run a client's requests: role (the client's own role, over backend connections logged in as that role and shared by every client connection of it, so its GRANTs, audit log entries and limits are its own) or proxy (every request runs as --backend-username over the proxy's shared connections)"`
+
+	MaxRolePools int `flag:"max-role-pools" env:"CQLGATE_MAX_ROLE_POOLS" yaml:"max_role_pools" default:"64" min:"1" max:"100000" help:"with --passthrough-identity role, how many roles may have backend connections at once (each role has its own pool per protocol version and keyspace); a login of one more role is refused with an error saying so, never run as the proxy's user"`
+
+	RolePoolIdleTimeout time.Duration `flag:"role-pool-idle-timeout" env:"CQLGATE_ROLE_POOL_IDLE_TIMEOUT" yaml:"role_pool_idle_timeout" default:"1m" min:"1s" help:"with --passthrough-identity role, close a role's backend connections once none of its client connections has used them for this long (never less than --request-timeout); its password is forgotten as soon as its last client connection closes"`
+
+	RoleWeights []string `flag:"role-weights" env:"CQLGATE_ROLE_WEIGHTS" yaml:"role_weights" reload:"true" help:"priority classes by login role (--client-auth passthrough) for the admission queue, comma-separated ROLE=WEIGHT pairs (weight 1-1000), like --keyspace-weights, which they share * with: a request of a listed role takes its role's class, others their keyspace's, e.g. checkout=8,reporting=1"`
+
+	MaxRoleSeries int `flag:"max-role-series" env:"CQLGATE_MAX_ROLE_SERIES" yaml:"max_role_series" default:"20" min:"0" max:"10000" help:"roles that get their own series in the per-role metrics (cqlgate_role_*); further roles are counted under role=\"other\", so a churn of roles cannot grow /metrics without bound"`
 
 	LoginFailuresPerSecond float64 `flag:"login-failures-per-second" env:"CQLGATE_LOGIN_FAILURES_PER_SECOND" yaml:"login_failures_per_second" default:"1" min:"0" max:"1000000" help:"with --client-auth passthrough, failed logins allowed per second from one source address once --login-failure-burst is spent; other logins from it are refused without asking Cassandra, except credentials already verified (see --auth-cache-ttl). 0 means no limit"`
 
@@ -157,7 +167,7 @@ type Config struct {
 
 	AuthCacheTTL time.Duration `flag:"auth-cache-ttl" env:"CQLGATE_AUTH_CACHE_TTL" yaml:"auth_cache_ttl" default:"1m" help:"with --client-auth passthrough, how long credentials that Cassandra accepted are accepted again without asking it (a changed password or dropped role takes effect after this); 0 asks Cassandra at every login"`
 
-	BackendUsername string `flag:"backend-username" env:"CQLGATE_BACKEND_USERNAME" yaml:"backend_username" help:"user the proxy logs in to Cassandra as (PasswordAuthenticator); all client requests run as this user"`
+	BackendUsername string `flag:"backend-username" env:"CQLGATE_BACKEND_USERNAME" yaml:"backend_username" help:"user the proxy logs in to Cassandra as (PasswordAuthenticator): its control connection (topology, schema agreement) runs as this user, and so do the client requests unless --client-auth passthrough runs them as the client's role (--passthrough-identity)"`
 
 	BackendPassword string `flag:"backend-password" env:"CQLGATE_BACKEND_PASSWORD" yaml:"backend_password" secret:"true" help:"password of --backend-username; give it in the config file or the environment, not as a flag, which other local users can see in the process list"`
 
@@ -302,6 +312,8 @@ func (c *Config) Validate() error {
 	}
 	if _, err := ParseKeyspaceWeights(c.KeyspaceWeights); err != nil {
 		p.add("KeyspaceWeights", "%v", err)
+	} else if _, err := ParseWeights(c.KeyspaceWeights, c.RoleWeights); err != nil {
+		p.add("RoleWeights", "%v", err)
 	}
 	if c.SpeculativeDelayMax < c.SpeculativeDelayMin {
 		p.add("SpeculativeDelayMax", "must be at least --speculative-delay-min (%s), got %s", c.SpeculativeDelayMin, c.SpeculativeDelayMax)

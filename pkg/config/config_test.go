@@ -75,6 +75,10 @@ func TestDefault(t *testing.T) {
 		ClientAuth:                     "none",
 		LoginFailuresPerSecond:         1,
 		LoginFailureBurst:              10,
+		PassthroughIdentity:            "role",
+		MaxRolePools:                   64,
+		RolePoolIdleTimeout:            time.Minute,
+		MaxRoleSeries:                  20,
 		AuthCacheTTL:                   time.Minute,
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
@@ -493,5 +497,25 @@ func TestDiffSplitsReloadableSettings(t *testing.T) {
 	}
 	if re, restart := a.Diff(a); re != nil || restart != nil {
 		t.Errorf("Diff of equal configs = %v, %v", re, restart)
+	}
+}
+
+func TestParseWeightsRoles(t *testing.T) {
+	kw, err := ParseWeights([]string{"orders=8"}, []string{"checkout=4", "*=2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kw.Weights[0] != 2 || kw.Weights[kw.Class["orders"]] != 8 || kw.Weights[kw.RoleClass["checkout"]] != 4 {
+		t.Errorf("ParseWeights: %+v", kw)
+	}
+	for _, bad := range [][2][]string{
+		{{"*=2"}, {"*=3"}},
+		{nil, {"checkout"}},
+		{nil, {"a=1", "a=2"}},
+		{nil, {"a=0"}},
+	} {
+		if _, err := ParseWeights(bad[0], bad[1]); err == nil {
+			t.Errorf("ParseWeights(%q, %q) succeeded; want an error", bad[0], bad[1])
+		}
 	}
 }

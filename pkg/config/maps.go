@@ -50,51 +50,74 @@ func isBareIPv6(s string) bool {
 }
 
 // KeyspaceWeights are the admission queue's priority classes: class 0
-// holds every keyspace not listed, and each listed keyspace has its own
-// class.
+// holds every keyspace (and role) not listed, and each listed keyspace or
+// role has its own class.
 type KeyspaceWeights struct {
 	// Weights[i] is class i's weight; Weights[0] is the "*" class.
 	Weights []int
 	// Class maps a keyspace name (as Cassandra stores it: lower case unless
 	// created quoted) to its class.
 	Class map[string]int
+	// RoleClass maps a login role to its class; a listed role's class wins
+	// over its keyspace's (--role-weights).
+	RoleClass map[string]int
 }
 
 // ParseKeyspaceWeights parses --keyspace-weights pairs KEYSPACE=WEIGHT, with
 // * naming every other keyspace. No pairs means one class.
 func ParseKeyspaceWeights(pairs []string) (KeyspaceWeights, error) {
+	return ParseWeights(pairs, nil)
+}
+
+// ParseWeights parses --keyspace-weights and --role-weights together: they
+// share the classes (at most 63 besides *) and the * weight, which either
+// may give, but not both.
+func ParseWeights(keyspaces, roles []string) (KeyspaceWeights, error) {
 	kw := KeyspaceWeights{Weights: []int{1}}
-	if len(pairs) == 0 {
-		return kw, nil
-	}
-	kw.Class = make(map[string]int, len(pairs))
 	star := false
+	var err error
+	if kw.Class, err = parseClasses(&kw, &star, keyspaces, "KEYSPACE", "keyspace", "orders=8"); err != nil {
+		return KeyspaceWeights{}, err
+	}
+	if kw.RoleClass, err = parseClasses(&kw, &star, roles, "ROLE", "role", "checkout=8"); err != nil {
+		return KeyspaceWeights{}, err
+	}
+	return kw, nil
+}
+
+// parseClasses adds a class per NAME=WEIGHT pair to kw and returns the
+// names' classes (nil for no pairs).
+func parseClasses(kw *KeyspaceWeights, star *bool, pairs []string, what, noun, example string) (map[string]int, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	class := make(map[string]int, len(pairs))
 	for _, pair := range pairs {
-		ks, w, ok := strings.Cut(pair, "=")
-		ks, w = strings.TrimSpace(ks), strings.TrimSpace(w)
+		name, w, ok := strings.Cut(pair, "=")
+		name, w = strings.TrimSpace(name), strings.TrimSpace(w)
 		weight, err := strconv.Atoi(w)
-		if !ok || ks == "" || err != nil {
-			return KeyspaceWeights{}, fmt.Errorf("%q: want KEYSPACE=WEIGHT, e.g. orders=8", pair)
+		if !ok || name == "" || err != nil {
+			return nil, fmt.Errorf("%q: want %s=WEIGHT, e.g. %s", pair, what, example)
 		}
 		if weight < 1 || weight > 1000 {
-			return KeyspaceWeights{}, fmt.Errorf("%q: the weight must be between 1 and 1000", pair)
+			return nil, fmt.Errorf("%q: the weight must be between 1 and 1000", pair)
 		}
-		if ks == "*" {
-			if star {
-				return KeyspaceWeights{}, fmt.Errorf("* is given twice")
+		if name == "*" {
+			if *star {
+				return nil, fmt.Errorf("* is given twice")
 			}
-			star = true
+			*star = true
 			kw.Weights[0] = weight
 			continue
 		}
-		if _, dup := kw.Class[ks]; dup {
-			return KeyspaceWeights{}, fmt.Errorf("keyspace %q is given twice", ks)
+		if _, dup := class[name]; dup {
+			return nil, fmt.Errorf("%s %q is given twice", noun, name)
 		}
 		if len(kw.Weights) == 64 {
-			return KeyspaceWeights{}, fmt.Errorf("at most 63 keyspaces besides * may have a weight")
+			return nil, fmt.Errorf("at most 63 keyspaces and roles besides * may have a weight")
 		}
-		kw.Class[ks] = len(kw.Weights)
+		class[name] = len(kw.Weights)
 		kw.Weights = append(kw.Weights, weight)
 	}
-	return kw, nil
+	return class, nil
 }

@@ -14,6 +14,14 @@ const (
 	ClientAuthPassthrough = "passthrough"
 )
 
+// Identities a passthrough client's requests run as (--passthrough-identity).
+const (
+	// IdentityRole runs them as the client's own role.
+	IdentityRole = "role"
+	// IdentityProxy runs them as --backend-username.
+	IdentityProxy = "proxy"
+)
+
 // validateSecurity checks the authentication and TLS settings and
 // lower-cases ClientAuth.
 func (c *Config) validateSecurity(p *problems) {
@@ -30,10 +38,14 @@ func (c *Config) validateSecurity(p *problems) {
 		}
 	case ClientAuthPassthrough:
 		if c.BackendUsername == "" {
-			p.add("ClientAuth", "passthrough needs the proxy's own login, which runs the clients' requests: set backend_username and backend_password in the config file or $CQLGATE_BACKEND_USERNAME and $CQLGATE_BACKEND_PASSWORD")
+			p.add("ClientAuth", "passthrough needs the proxy's own login, for its control connection (and the clients' requests with --passthrough-identity proxy): set backend_username and backend_password in the config file or $CQLGATE_BACKEND_USERNAME and $CQLGATE_BACKEND_PASSWORD")
 		}
 	default:
 		p.add("ClientAuth", "must be none or passthrough, got %q", c.ClientAuth)
+	}
+	c.PassthroughIdentity = strings.ToLower(c.PassthroughIdentity)
+	if c.PassthroughIdentity != IdentityRole && c.PassthroughIdentity != IdentityProxy {
+		p.add("PassthroughIdentity", "must be role or proxy, got %q", c.PassthroughIdentity)
 	}
 	if c.AuthCacheTTL < 0 {
 		p.add("AuthCacheTTL", "must not be negative (0 disables the cache), got %v", c.AuthCacheTTL)

@@ -36,6 +36,9 @@ type client struct {
 	// in its handshake to make room for a newer one.
 	handshakeDeadline time.Time
 	evicted           atomic.Bool
+
+	who identity // the login role and what it runs as (roles.go)
+
 	// keyspace and pool change when USE succeeds (on a backend goroutine)
 	// and are read by serve.
 	keyspace     atomic.Pointer[string]
@@ -201,7 +204,7 @@ func (c *client) handshake() error {
 			return err
 		}
 		if done {
-			pool, err := c.p.cluster.Pool(c.p.ctx, c.version, "")
+			pool, err := c.poolFor(c.p.ctx, c.version, "")
 			if err != nil {
 				return err
 			}
@@ -467,6 +470,7 @@ func (c *client) close(err error) {
 	if pool != nil {
 		pool.Release()
 	}
+	c.releaseRole()
 	close(c.done)
 	c.nc.Close()
 	// Requests still waiting for a permit will never be answered.

@@ -91,7 +91,12 @@ func (pc *preparedCache) len() int                         { return pc.lru.Len()
 // answer lacks the partition-key indexes, is learnt again when a newer
 // client prepares it; one whose shape changed (ALTER TABLE, DROP and
 // CREATE) is learnt again and remembered as reshaped.
-func (p *Proxy) remember(id []byte, query, keyspace string, version byte, node *backend.Node, body []byte) {
+//
+// The cache is global, like Cassandra's: the id derives from the text and
+// keyspace alone, any role may EXECUTE it and Cassandra checks the role's
+// rights then. The other nodes are taught it over role's pools (nil: the
+// proxy's), so nothing runs as the proxy's user on a client's behalf.
+func (p *Proxy) remember(id []byte, query, keyspace string, version byte, role *backend.Role, node *backend.Node, body []byte) {
 	meta, err := frame.ParsePrepared(version, body)
 	if err != nil {
 		meta = nil
@@ -112,7 +117,7 @@ func (p *Proxy) remember(id []byte, query, keyspace string, version byte, node *
 	go func() {
 		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.RequestTimeout)
 		defer cancel()
-		pool, err := p.cluster.Pool(ctx, version, prepareKeyspacePool(version, keyspace))
+		pool, err := p.cluster.PoolAs(ctx, role, version, prepareKeyspacePool(version, keyspace))
 		if err != nil {
 			return
 		}
@@ -146,10 +151,10 @@ func (p *Proxy) rememberSystemStatement(id []byte, t systables.Table) {
 	p.systemStatements.Store(&next)
 }
 
-// prepareOn prepares st on node, waits for the answer and returns what it
-// says of the statement.
-func (p *Proxy) prepareOn(ctx context.Context, st *statement, version byte, node *backend.Node) (*frame.PreparedMeta, error) {
-	pool, err := p.cluster.Pool(ctx, version, prepareKeyspacePool(version, st.keyspace))
+// prepareOn prepares st on node as role (nil: the proxy's user), waits for
+// the answer and returns what it says of the statement.
+func (p *Proxy) prepareOn(ctx context.Context, st *statement, version byte, role *backend.Role, node *backend.Node) (*frame.PreparedMeta, error) {
+	pool, err := p.cluster.PoolAs(ctx, role, version, prepareKeyspacePool(version, st.keyspace))
 	if err != nil {
 		return nil, err
 	}

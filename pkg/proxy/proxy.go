@@ -67,9 +67,10 @@ type Proxy struct {
 	// answered) and of answers not yet written, all clients together;
 	// bufferLimit is --max-buffered-bytes (reloadable). See admitBytes.
 	buffered, bufferLimit atomic.Int64
-	// keyspaceWeights maps keyspaces to the limiter's priority classes;
-	// replaced on reload.
+	// keyspaceWeights maps --keyspace-weights keyspaces to the limiter's
+	// priority classes, 	// and --role-weights roles; replaced on reload.
 	keyspaceWeights atomic.Pointer[config.KeyspaceWeights]
+	roleSeries      *roleSeries
 	serving         chan struct{}   // closed once listening
 	ctx             context.Context // the Run context; cancelled at shutdown
 
@@ -141,9 +142,10 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (_ *Prox
 	}
 	p.live = cfg
 	p.metrics = newMetrics(reg, p)
-	kw, err := config.ParseKeyspaceWeights(cfg.KeyspaceWeights)
+	p.roleSeries = newRoleSeries(reg, cfg.MaxRoleSeries)
+	kw, err := config.ParseWeights(cfg.KeyspaceWeights, cfg.RoleWeights)
 	if err != nil {
-		return nil, fmt.Errorf("--keyspace-weights: %w", err)
+		return nil, fmt.Errorf("--keyspace-weights, --role-weights: %w", err)
 	}
 	p.keyspaceWeights.Store(&kw)
 	p.maxClients.Store(int64(cfg.MaxClientConnections))
@@ -200,14 +202,18 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (_ *Prox
 		ConnectTimeout:     cfg.ConnectTimeout,
 		HeartbeatInterval:  heartbeat(cfg.HeartbeatInterval),
 		PoolIdleTimeout:    poolIdleTimeout(cfg),
-		ReconnectBaseDelay: cfg.ReconnectBaseDelay,
-		ReconnectMaxDelay:  cfg.ReconnectMaxDelay,
-		MaxFrame:           max(cfg.MaxFrameBytes, 256<<20),
-		RequestTimeout:     cfg.RequestTimeout,
-		MaxVersion:         byte(cfg.ProtocolVersionMax),
-		Log:                log.Named("backend"),
-		OnSchemaChange:     p.broadcastSchemaChange,
-		OnNodes:            p.setLimiterNodes,
+		// Role pools too outlive the requests a leaving client queued.
+		RolePoolIdleTimeout: max(cfg.RolePoolIdleTimeout, cfg.RequestTimeout),
+		MaxRoles:            cfg.MaxRolePools,
+		OnRoleRefused:       p.roleRefused,
+		ReconnectBaseDelay:  cfg.ReconnectBaseDelay,
+		ReconnectMaxDelay:   cfg.ReconnectMaxDelay,
+		MaxFrame:            max(cfg.MaxFrameBytes, 256<<20),
+		RequestTimeout:      cfg.RequestTimeout,
+		MaxVersion:          byte(cfg.ProtocolVersionMax),
+		Log:                 log.Named("backend"),
+		OnSchemaChange:      p.broadcastSchemaChange,
+		OnNodes:             p.setLimiterNodes,
 	}, reg)
 	if err != nil {
 		return nil, err
@@ -233,7 +239,7 @@ func limiterConfig(cfg config.Config) limiter.Config {
 		MaxWait:     cfg.QueueMaxWait,
 		QueueTarget: cfg.QueueTarget,
 	}
-	if kw, err := config.ParseKeyspaceWeights(cfg.KeyspaceWeights); err == nil && len(kw.Weights) > 1 {
+	if kw, err := config.ParseWeights(cfg.KeyspaceWeights, cfg.RoleWeights); err == nil && len(kw.Weights) > 1 {
 		lc.ClassWeights = kw.Weights
 	}
 	if cfg.QueueLength == 0 {
@@ -544,9 +550,9 @@ func (p *Proxy) Reload(next config.Config) (restart []string, err error) {
 	defer p.reloadMu.Unlock()
 	cur := p.live
 	_, restart = cur.Diff(next)
-	kw, err := config.ParseKeyspaceWeights(next.KeyspaceWeights)
+	kw, err := config.ParseWeights(next.KeyspaceWeights, next.RoleWeights)
 	if err != nil {
-		return restart, fmt.Errorf("--keyspace-weights: %w", err)
+		return restart, fmt.Errorf("--keyspace-weights, --role-weights: %w", err)
 	}
 	if err := p.limiter.Reconfigure(limiterConfig(next)); err != nil {
 		return restart, fmt.Errorf("limiter: %w", err)

@@ -54,7 +54,9 @@ func (r *request) prepareAndResend(id []byte, st *statement, node *backend.Node)
 	c := r.c
 	ctx, cancel := context.WithTimeout(c.p.ctx, c.p.cfg.RequestTimeout)
 	defer cancel()
-	meta, err := c.p.prepareOn(ctx, st, c.version, node)
+	// As the role whose request met UNPREPARED: the statement is global
+	// at Cassandra, the right to prepare it there is the role's.
+	meta, err := c.p.prepareOn(ctx, st, c.version, c.who.role.Load(), node)
 	if err != nil {
 		c.log.Debug("re-prepare failed", zap.String("node", node.Addr), zap.Error(err))
 		r.passUnprepared()

@@ -209,10 +209,12 @@ func (c *client) handle(b *frame.Buf) {
 // answered OVERLOADED by Rejected. System-table queries skip the limiter.
 func (c *client) forward(req *request) {
 	if c.p.draining.Load() {
+		c.who.overloaded()
 		c.reject(req, frame.ErrCodeOverloaded, "cqlgate: the proxy is shutting down; send new requests to another node")
 		return
 	}
 	if !c.p.admitBytes(req) {
+		c.who.overloaded()
 		c.reject(req, frame.ErrCodeOverloaded, "cqlgate: too many bytes of requests and answers buffered (--max-buffered-bytes)")
 		return
 	}
@@ -222,6 +224,9 @@ func (c *client) forward(req *request) {
 	req.start = c.in.At()
 	req.deadline = req.start.UnixNano() + int64(c.p.cfg.RequestTimeout)
 	c.p.metrics.request(req.op)
+	if c.who.requests != nil {
+		c.who.requests.Inc()
+	}
 	if req.table == systables.TableNone {
 		c.route(req)
 		p, ok := c.p.limiter.TryAcquire(req.cands)
@@ -257,12 +262,16 @@ func (p *Proxy) admitBytes(req *request) bool {
 	return true
 }
 
-// priorityClass returns the admission queue's priority class for req, from the
-// keyspace it works in: a prepared statement's table's (route found it),
-// else the client's current one. It runs only when the request has to
-// queue.
+// priorityClass returns the admission queue's priority class for req: its
+// login role's when --role-weights lists it (so that one role cannot starve
+// another, whatever keyspaces they share), else from the keyspace it works
+// in: a prepared statement's table's (route found it), else the client's
+// current one. It runs only when the request has to queue.
 func (p *Proxy) priorityClass(req *request) int {
 	kw := p.keyspaceWeights.Load()
+	if cl, ok := kw.RoleClass[req.c.who.name]; ok {
+		return cl
+	}
 	if len(kw.Class) == 0 {
 		return 0
 	}
@@ -297,6 +306,7 @@ func (r *request) Rejected(reason limiter.Reason) {
 	p := r.c.p
 	now := time.Now()
 	p.metrics.rejected.Inc()
+	r.c.who.overloaded()
 	p.metrics.rejectLatency.Observe(now.Sub(r.start).Seconds())
 	// Hedges would only add load now.
 	p.hedging.budget.Pause(now.Add(time.Second))
@@ -365,6 +375,12 @@ func (r *request) dispatchAvoiding(avoid *backend.Node) *backend.Conn {
 			conn, np = r.pool.Pick(nil)
 		}
 		if conn == nil {
+			if se := r.pool.Role().Refused(); se != nil {
+				// The role's pools closed because Cassandra refused its
+				// login: its answer, while the client's connection closes.
+				r.failUnsent(se.Code, se.Message)
+				return nil
+			}
 			r.failUnsent(frame.ErrCodeServer, "cqlgate: no Cassandra node is available")
 			return nil
 		}
@@ -418,7 +434,7 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 				c.p.rememberSystemStatement(id, r.table)
 				// Like any statement: prepared on the other nodes too, and
 				// again on a node that forgot it.
-				c.p.remember(id, r.prepQuery, r.prepKS, c.version, r.node, resultBody(resp.B))
+				c.p.remember(id, r.prepQuery, r.prepKS, c.version, c.who.role.Load(), r.node, resultBody(resp.B))
 			}
 		case r.table != systables.TableNone:
 			resp = c.rewriteSystem(r.table, resp)
@@ -429,7 +445,7 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 			}
 		case r.prepQuery != "":
 			if id, err := frame.PreparedID(resultBody(resp.B)); err == nil {
-				c.p.remember(id, r.prepQuery, r.prepKS, c.version, r.node, resultBody(resp.B))
+				c.p.remember(id, r.prepQuery, r.prepKS, c.version, c.who.role.Load(), r.node, resultBody(resp.B))
 			}
 		default:
 			if kind, err := frame.ResultKind(resultBody(resp.B)); err == nil && kind == frame.ResultSchemaChange {

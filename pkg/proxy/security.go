@@ -110,5 +110,8 @@ func (c *client) login(version byte, stream int16, body []byte) ([]byte, bool) {
 		c.log.Debug("client login refused", zap.Error(rej))
 		return frame.AppendError(nil, version, stream, rej.Code, rej.Message), false
 	}
+	if out := c.becomeRole(version, stream, token); out != nil {
+		return out, false
+	}
 	return auth.AppendAuthSuccess(nil, version, stream), true
 }

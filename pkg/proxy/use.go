@@ -37,11 +37,12 @@ func (c *client) register(req *request, body []byte) {
 // use switches the client to the pool whose connections have ks as their
 // keyspace, so its unqualified table names resolve as on a direct
 // connection while backend connections stay shared. The USE itself is then
-// forwarded, so the client gets Cassandra's own answer; the switch takes
+// forwarded, so the client gets Cassandra's own answer; the pool is the
+// client's role's (roles.go); the switch takes
 // effect when that answer arrives (see OnResponse).
 func (c *client) use(req *request, ks string) {
 	c.flushBackends() // opening a pool may take a while
-	pool, err := c.p.cluster.Pool(c.p.ctx, c.version, ks)
+	pool, err := c.poolFor(c.p.ctx, c.version, ks)
 	if err != nil {
 		var se *backend.ServerError
 		if errors.As(err, &se) {

@@ -95,10 +95,10 @@ func TestPassthroughAnswersLikeCassandra(t *testing.T) {
 	}
 }
 
-// TestAuthorizationIsTheProxyUsers shows what the README documents: a
-// client logs in as itself, but its requests run as the proxy's backend
-// user, so a role without any GRANT reads a table through the proxy that it
-// cannot read directly.
+// TestAuthorizationIsTheProxyUsers shows what the README documents of
+// --passthrough-identity proxy: a client logs in as itself, but its
+// requests run as the proxy's backend user, so a role without any GRANT
+// reads a table through the proxy that it cannot read directly.
 func TestAuthorizationIsTheProxyUsers(t *testing.T) {
 	n := cassandratest.Require(t, node)
 	admin, err := session4(n.Addrs[0], func(cc *gocql.ClusterConfig) {
@@ -139,7 +139,10 @@ func TestAuthorizationIsTheProxyUsers(t *testing.T) {
 	if direct == nil || !strings.Contains(direct.Error(), "has no SELECT permission") {
 		t.Fatalf("direct read as sec_nogrants: %v, want Unauthorized", direct)
 	}
-	p := startProxy(t, passthrough)
+	p := startProxy(t, func(c *config.Config) {
+		passthrough(c)
+		c.PassthroughIdentity = config.IdentityProxy
+	})
 	if err := read(p.Addr); err != nil {
 		t.Fatalf("read through the proxy as sec_nogrants: %v, want it to run as the proxy's user", err)
 	}
