@@ -58,3 +58,34 @@ func Value(tb testing.TB, g prometheus.Gatherer, name string) float64 {
 	}
 	return v
 }
+
+// Get returns the value of the gauge or counter name whose series has a
+// label with the value label ("" for the unlabelled series), failing tb
+// when there is none.
+func Get(tb testing.TB, g prometheus.Gatherer, name, label string) float64 {
+	tb.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			match := label == "" && len(m.GetLabel()) == 0
+			for _, l := range m.GetLabel() {
+				match = match || l.GetValue() == label
+			}
+			if !match {
+				continue
+			}
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	tb.Fatalf("no metric %s{%s}", name, label)
+	return 0
+}

@@ -72,22 +72,11 @@ func TestSlowRefreshDoesNotDelayExpiry(t *testing.T) {
 		}
 		return fakeVoid
 	})
-	cl, err := NewCluster(Config{
-		ContactPoints:     []string{n.Addr()},
-		MaxVersion:        frame.V4,
-		HeartbeatInterval: -1,
-		RequestTimeout:    time.Hour, // enables expiry; the request below brings its own deadline
-		ConnectTimeout:    30 * time.Second,
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// RequestTimeout enables expiry; the request below brings its own
+	// deadline.
+	cl := connectCluster(t, Config{ContactPoints: []string{n.Addr()}, RequestTimeout: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()
-	if err := cl.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	pool, err := cl.Pool(ctx, frame.V4, "")
 	if err != nil {
 		t.Fatal(err)
@@ -108,4 +97,30 @@ func TestSlowRefreshDoesNotDelayExpiry(t *testing.T) {
 	conn.Flush()
 	waitFor(t, held, "the request at the node")
 	waitFor(t, rec.timeouts, "OnTimeout while a topology refresh is blocked")
+}
+
+// connectCluster connects a Cluster with cfg (v4, no heartbeats, generous
+// dial timeouts unless cfg says otherwise), closed when the test ends.
+func connectCluster(t *testing.T, cfg Config) *Cluster {
+	t.Helper()
+	if cfg.MaxVersion == 0 {
+		cfg.MaxVersion = frame.V4
+	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = -1
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 30 * time.Second
+	}
+	cl, err := NewCluster(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	if err := cl.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/cqlgate/cqlgate/pkg/frame"
 )
@@ -29,21 +28,9 @@ func TestReplacedNodesReuseTheirIDs(t *testing.T) {
 		}
 		return fakeHold // answered already
 	})
-	cl, err := NewCluster(Config{
-		ContactPoints:     []string{n.Addr()},
-		MaxVersion:        frame.V4,
-		HeartbeatInterval: -1,
-		ConnectTimeout:    30 * time.Second,
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := connectCluster(t, Config{ContactPoints: []string{n.Addr()}})
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()
-	if err := cl.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	for i := 1; i <= 100; i++ {
 		gen.Store(int32(i))
 		if err := cl.loadTopology(ctx); err != nil {

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/cqlgate/cqlgate/internal/cassandratest"
+	"github.com/cqlgate/cqlgate/internal/promtest"
 	"github.com/cqlgate/cqlgate/internal/proxytest"
 	"github.com/cqlgate/cqlgate/pkg/config"
 	"github.com/cqlgate/cqlgate/pkg/frame"
@@ -252,27 +253,7 @@ func authResponse(v byte, token string) []byte {
 
 // counter returns the value of the counter name with the given label
 // value ("" for an unlabelled counter).
-func counter(t testing.TB, reg *prometheus.Registry, name, label string) float64 {
+func counter(t testing.TB, reg prometheus.Gatherer, name, label string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if label == "" && len(m.GetLabel()) == 0 {
-				return m.GetCounter().GetValue()
-			}
-			for _, l := range m.GetLabel() {
-				if l.GetValue() == label {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no metric %s{%s}", name, label)
-	return 0
+	return promtest.Get(t, reg, name, label)
 }

@@ -17,9 +17,10 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cqlgate/cqlgate/internal/cassandratest"
+	"github.com/cqlgate/cqlgate/internal/promtest"
 	"github.com/cqlgate/cqlgate/pkg/frame"
 )
 
@@ -457,29 +458,7 @@ func TestRolePoolsAreShared(t *testing.T) {
 
 // gauge returns the value of the gauge name with the given label value
 // ("" for an unlabelled gauge).
-func gauge(t testing.TB, reg interface {
-	Gather() ([]*dto.MetricFamily, error)
-}, name, label string) float64 {
+func gauge(t testing.TB, reg prometheus.Gatherer, name, label string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if label == "" && len(m.GetLabel()) == 0 {
-				return m.GetGauge().GetValue()
-			}
-			for _, l := range m.GetLabel() {
-				if l.GetValue() == label {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no metric %s{%s}", name, label)
-	return 0
+	return promtest.Get(t, reg, name, label)
 }
