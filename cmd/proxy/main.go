@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
@@ -54,6 +55,12 @@ type server interface {
 	// Reload applies the reloadable settings of a new configuration and
 	// returns the flags of changed settings that need a restart.
 	Reload(config.Config) (restart []string, err error)
+}
+
+// statementsServer is a server with statement statistics to serve on the
+// admin address (*proxy.Proxy is one).
+type statementsServer interface {
+	StatementsHandler() http.Handler
 }
 
 // newServerFunc builds the proxy; it has the signature of proxy.New.
@@ -148,6 +155,11 @@ func (a app) serve(ctx context.Context, cfg config.Config, log *zap.Logger, info
 	adm := admin.New(cfg.AdminListen, reg, ready, log)
 	if cfg.AdminPprof {
 		adm.EnablePprof()
+	}
+	if sp, ok := srv.(statementsServer); ok {
+		h := sp.StatementsHandler()
+		adm.Handle("GET /statements", h)
+		adm.Handle("POST /statements/reset", h)
 	}
 	if err := adm.Start(); err != nil {
 		return err

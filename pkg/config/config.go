@@ -115,6 +115,14 @@ type Config struct {
 
 	PreparedCacheEntries int `flag:"prepared-cache-entries" env:"CQLGATE_PREPARED_CACHE_ENTRIES" yaml:"prepared_cache_entries" default:"20000" min:"100" help:"prepared statements remembered for re-preparing on other nodes (at least 100)"`
 
+	StatementStatsEntries int `flag:"statement-stats-entries" env:"CQLGATE_STATEMENT_STATS_ENTRIES" yaml:"statement_stats_entries" default:"5000" min:"0" max:"1000000" help:"statements whose statistics are kept for GET /statements, the status page and cqlgate statements (about 1.5 KiB each; the least used are evicted); 0 turns statement statistics off"`
+
+	StatementMetricsTop int `flag:"statement-metrics-top" env:"CQLGATE_STATEMENT_METRICS_TOP" yaml:"statement_metrics_top" default:"0" min:"0" max:"1000" reload:"true" help:"export cqlgate_statement_* Prometheus series for the N statements with the most calls (0: none); bounded so that a scrape never explodes in cardinality"`
+
+	SlowStatementThreshold time.Duration `flag:"slow-statement-threshold" env:"CQLGATE_SLOW_STATEMENT_THRESHOLD" yaml:"slow_statement_threshold" default:"0s" min:"0s" reload:"true" help:"log requests slower than this (statement id, text, node, latency, queue wait, hedges; never bind values) at warn level; 0 turns the slow-statement log off"`
+
+	SlowStatementSampleRate float64 `flag:"slow-statement-sample-rate" env:"CQLGATE_SLOW_STATEMENT_SAMPLE_RATE" yaml:"slow_statement_sample_rate" default:"1" above:"0" max:"1" reload:"true" help:"share (0-1] of the requests over --slow-statement-threshold that are logged"`
+
 	HostID string `flag:"host-id" env:"CQLGATE_HOST_ID" yaml:"host_id" help:"host_id UUID this proxy reports in system.local; empty derives one"`
 
 	DataCenter string `flag:"data-center" env:"CQLGATE_DATA_CENTER" yaml:"data_center" help:"data center this proxy reports in system.local; empty reports the backend node's"`
