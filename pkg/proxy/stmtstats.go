@@ -9,6 +9,7 @@ package proxy
 import (
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -25,7 +26,9 @@ import (
 // stmtRef caches a prepared statement's stmtstats entry, so that an EXECUTE
 // finds it with one atomic load. It is shared by the copies of a statement
 // (reshape).
-type stmtRef struct{ e atomic.Pointer[stmtstats.Entry] }
+type stmtRef struct {
+	e atomic.Pointer[stmtstats.Entry]
+}
 
 // maxBatchStats bounds the statements of a BATCH that make its key.
 const maxBatchStats = 32
@@ -145,6 +148,34 @@ func (r *request) recordStatement(now time.Time) {
 		s.Hedges = int(r.hs.hedges)
 	}
 	r.stmt.Record(&s)
+	if th := r.c.p.slow.threshold.Load(); th > 0 && int64(s.Latency) >= th {
+		r.logSlow(&s)
+	}
+}
+
+// logSlow writes the slow-statement log line of a request (sampled by
+// --slow-statement-sample-rate). Bind values are never logged: only the
+// statement's text as the statistics keep it (normalized for QUERY).
+func (r *request) logSlow(s *stmtstats.Sample) {
+	if rate := math.Float64frombits(r.c.p.slow.sample.Load()); rate < 1 && rand.Float64() >= rate {
+		return
+	}
+	node := ""
+	if r.node != nil {
+		node = r.node.Addr
+	}
+	r.c.log.Warn("slow statement",
+		zap.String("statement", r.stmt.ID()),
+		zap.String("text", r.stmt.Text()),
+		zap.String("table", r.stmt.KeyspaceTable()),
+		zap.String("node", node),
+		zap.Duration("latency", s.Latency),
+		zap.Duration("queue_wait", s.Queued),
+		zap.Int("hedges", s.Hedges),
+		zap.Bool("hedge_won", s.HedgeWon),
+		zap.Bool("error", s.Error),
+		zap.Int32("error_code", s.Code),
+	)
 }
 
 // StatementsHandler serves the statement statistics (see

@@ -116,3 +116,31 @@ func TestStatementStatistics(t *testing.T) {
 		t.Errorf("%d statements after a reset", n)
 	}
 }
+
+// The slow-statement log names slow statements and never their values.
+func TestSlowStatementLog(t *testing.T) {
+	node := fakenode.Start(t, fakenode.Config{})
+	node.SetTable("ks.kv", []fakenode.Column{fakenode.Key("k", datatype.Int), fakenode.Col("v", datatype.Blob)})
+	node.SetHook(func(r fakenode.Request) fakenode.Action {
+		if r.Query == "SELECT v FROM ks.kv WHERE k = 424242" {
+			return fakenode.Action{Delay: 100 * time.Millisecond}
+		}
+		return fakenode.Action{}
+	})
+	p := proxytest.Start(t, []string{node.Addr()}, func(cfg *config.Config) {
+		cfg.SlowStatementThreshold = 50 * time.Millisecond
+	})
+	c := dialRaw(t, p.Addr, frame.V4)
+	c.roundTrip(frame.AppendQuery(nil, frame.V4, 1, "SELECT v FROM ks.kv WHERE k = 1", 0x0001, 0))
+	c.roundTrip(frame.AppendQuery(nil, frame.V4, 1, "SELECT v FROM ks.kv WHERE k = 424242", 0x0001, 0))
+	logs := p.Logs.String()
+	if !bytes.Contains([]byte(logs), []byte("slow statement")) || !bytes.Contains([]byte(logs), []byte("SELECT v FROM ks.kv WHERE k = ?")) {
+		t.Errorf("no slow-statement line:\n%s", logs)
+	}
+	if bytes.Contains([]byte(logs), []byte("424242")) {
+		t.Errorf("the log shows a value:\n%s", logs)
+	}
+	if n := bytes.Count([]byte(logs), []byte("slow statement")); n != 1 {
+		t.Errorf("%d slow-statement lines, want 1", n)
+	}
+}
