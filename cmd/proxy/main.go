@@ -6,6 +6,9 @@
 // SIGHUP loads the configuration again (flags, environment and --config
 // file) and applies the settings that can change while running.
 //
+// "cqlgate statements --admin URL" shows the statement statistics of a
+// running proxy as a table (--watch refreshes it; see statements.go).
+//
 // Exit status: 0 after a clean shutdown, --help or --version; 1 on a runtime
 // error; 2 on a usage or configuration error.
 //
@@ -93,6 +96,9 @@ func main() {
 // serves until ctx is done, and returns the exit code. Usage and version text
 // go to stdout; errors and logs go to stderr.
 func (a app) run(ctx context.Context, args, env []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "statements" {
+		return runStatements(ctx, args[1:], stdout, stderr)
+	}
 	cfg, err := config.Load(args, env, stdout)
 	switch {
 	case errors.Is(err, config.ErrHelp):
