@@ -1,7 +1,8 @@
 // Command proxy runs cqlgate, a proxy for Cassandra's native protocol.
 //
 // Run it with --help for its settings. Besides CQL it serves /metrics,
-// /healthz and /readyz over HTTP on --admin-listen. SIGINT or SIGTERM start a
+// /healthz, /readyz, /statements and a status page (/) over HTTP on
+// --admin-listen. SIGINT or SIGTERM start a
 // graceful shutdown (see --drain-timeout); a second signal kills the process.
 // SIGHUP loads the configuration again (flags, environment and --config
 // file) and applies the settings that can change while running.
@@ -36,6 +37,8 @@ import (
 	"github.com/cqlgate/cqlgate/pkg/admin"
 	"github.com/cqlgate/cqlgate/pkg/config"
 	"github.com/cqlgate/cqlgate/pkg/proxy"
+	"github.com/cqlgate/cqlgate/pkg/statuspage"
+	"github.com/cqlgate/cqlgate/pkg/stmtstats"
 )
 
 // Exit codes.
@@ -64,6 +67,7 @@ type server interface {
 // admin address (*proxy.Proxy is one).
 type statementsServer interface {
 	StatementsHandler() http.Handler
+	Statements() *stmtstats.Table
 }
 
 // newServerFunc builds the proxy; it has the signature of proxy.New.
@@ -162,11 +166,14 @@ func (a app) serve(ctx context.Context, cfg config.Config, log *zap.Logger, info
 	if cfg.AdminPprof {
 		adm.EnablePprof()
 	}
+	var stmts func() *stmtstats.Table
 	if sp, ok := srv.(statementsServer); ok {
 		h := sp.StatementsHandler()
 		adm.Handle("GET /statements", h)
 		adm.Handle("POST /statements/reset", h)
+		stmts = sp.Statements
 	}
+	adm.Handle("GET /{$}", statuspage.New(reg, stmts))
 	if err := adm.Start(); err != nil {
 		return err
 	}
