@@ -55,7 +55,7 @@ type Config struct {
 
 	ContactPoints []string `flag:"contact-points" env:"CQLGATE_CONTACT_POINTS" yaml:"contact_points" required:"true" help:"Cassandra nodes to discover the cluster from, HOST[:PORT], comma-separated; the port defaults to 9042 and IPv6 addresses with a port go in brackets, e.g. [::1]:9042"`
 
-	AdminListen string `flag:"admin-listen" env:"CQLGATE_ADMIN_LISTEN" yaml:"admin_listen" default:"127.0.0.1:9180" help:"HOST:PORT of the HTTP server for /metrics, /healthz and /readyz"`
+	AdminListen string `flag:"admin-listen" env:"CQLGATE_ADMIN_LISTEN" yaml:"admin_listen" default:"127.0.0.1:9180" help:"HOST:PORT of the HTTP server for /metrics, /healthz, /readyz, /statements and the status page at /"`
 
 	ConfigFile string `flag:"config" env:"CQLGATE_CONFIG" yaml:"-" help:"YAML file of settings, keyed by the names shown as yaml below; environment variables and flags override it"`
 
