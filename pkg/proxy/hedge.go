@@ -506,9 +506,8 @@ func (r *request) settle(conn *backend.Conn, resp *frame.Buf, from *attempt) {
 			held = nil
 		} else {
 			c.p.metrics.proxyError(frame.ErrCodeServer)
-			msg := "cqlgate: the connections to Cassandra were lost before any response; the request may or may not have been executed"
-			r.noteError(frame.ErrCodeServer, msg)
-			c.sendError(r.stream, frame.ErrCodeServer, msg)
+			r.respKind, r.respCode, r.respBytes = respError, frame.ErrCodeServer, 120 // about the message below
+			c.sendError(r.stream, frame.ErrCodeServer, "cqlgate: the connections to Cassandra were lost before any response; the request may or may not have been executed")
 		}
 	}
 	if held != nil {
@@ -535,7 +534,7 @@ func (r *request) hedgedTimeout() {
 		r.c.p.metrics.timeouts.Inc()
 		r.c.p.metrics.proxyError(frame.ErrCodeServer)
 		msg := timeoutMessage(r.c.p.cfg.RequestTimeout)
-		r.noteError(frame.ErrCodeServer, msg)
+		r.noteError(frame.ErrCodeServer, len(msg))
 		r.c.sendError(r.stream, frame.ErrCodeServer, msg)
 	}
 }

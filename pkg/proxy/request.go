@@ -548,7 +548,7 @@ func (r *request) OnTimeout(*backend.Conn) {
 	r.c.p.metrics.timeouts.Inc()
 	r.c.p.metrics.proxyError(frame.ErrCodeServer)
 	msg := timeoutMessage(r.c.p.cfg.RequestTimeout)
-	r.noteError(frame.ErrCodeServer, msg)
+	r.noteError(frame.ErrCodeServer, len(msg))
 	r.c.sendError(r.stream, frame.ErrCodeServer, msg)
 }
 
@@ -600,7 +600,7 @@ func (r *request) failAt(code int32, msg string, now time.Time) {
 		b.Release()
 	}
 	r.c.p.metrics.proxyError(code)
-	r.noteError(code, msg)
+	r.noteError(code, len(msg))
 	r.c.sendError(r.stream, code, msg)
 	r.finishAt(now)
 }

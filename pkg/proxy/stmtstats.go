@@ -123,11 +123,12 @@ func (r *request) noteAnswer(f []byte) {
 	}
 }
 
-// noteError records an ERROR the proxy answered req with itself.
-func (r *request) noteError(code int32, msg string) {
+// noteError records an ERROR the proxy answered req with itself, whose
+// message is msgLen bytes long.
+func (r *request) noteError(code int32, msgLen int) {
 	r.respKind = respError
 	r.respCode = code
-	r.respBytes = int32(frame.HeaderLen + 4 + 2 + len(msg))
+	r.respBytes = int32(frame.HeaderLen + 4 + 2 + msgLen)
 }
 
 // recordStatement adds req's end at now to its statement's statistics.

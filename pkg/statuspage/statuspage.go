@@ -35,9 +35,9 @@ type Handler struct {
 }
 
 type sample struct {
-	at                      time.Time
-	requests, hedges, wins  float64
-	rejected, queueAdmitted float64
+	at                     time.Time
+	requests, hedges, wins float64
+	rejected               float64
 }
 
 // New returns the status page of the metrics in reg and the statements of
