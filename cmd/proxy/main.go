@@ -1,10 +1,14 @@
 // Command proxy runs cqlgate, a proxy for Cassandra's native protocol.
 //
 // Run it with --help for its settings. Besides CQL it serves /metrics,
-// /healthz and /readyz over HTTP on --admin-listen. SIGINT or SIGTERM start a
+// /healthz, /readyz, /statements and a status page (/) over HTTP on
+// --admin-listen. SIGINT or SIGTERM start a
 // graceful shutdown (see --drain-timeout); a second signal kills the process.
 // SIGHUP loads the configuration again (flags, environment and --config
 // file) and applies the settings that can change while running.
+//
+// "cqlgate statements --admin URL" shows the statement statistics of a
+// running proxy as a table (--watch refreshes it; see statements.go).
 //
 // Exit status: 0 after a clean shutdown, --help or --version; 1 on a runtime
 // error; 2 on a usage or configuration error.
@@ -18,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
@@ -32,6 +37,8 @@ import (
 	"github.com/cqlgate/cqlgate/pkg/admin"
 	"github.com/cqlgate/cqlgate/pkg/config"
 	"github.com/cqlgate/cqlgate/pkg/proxy"
+	"github.com/cqlgate/cqlgate/pkg/statuspage"
+	"github.com/cqlgate/cqlgate/pkg/stmtstats"
 )
 
 // Exit codes.
@@ -54,6 +61,13 @@ type server interface {
 	// Reload applies the reloadable settings of a new configuration and
 	// returns the flags of changed settings that need a restart.
 	Reload(config.Config) (restart []string, err error)
+}
+
+// statementsServer is a server with statement statistics to serve on the
+// admin address (*proxy.Proxy is one).
+type statementsServer interface {
+	StatementsHandler() http.Handler
+	Statements() *stmtstats.Table
 }
 
 // newServerFunc builds the proxy; it has the signature of proxy.New.
@@ -86,6 +100,9 @@ func main() {
 // serves until ctx is done, and returns the exit code. Usage and version text
 // go to stdout; errors and logs go to stderr.
 func (a app) run(ctx context.Context, args, env []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "statements" {
+		return runStatements(ctx, args[1:], stdout, stderr)
+	}
 	cfg, err := config.Load(args, env, stdout)
 	switch {
 	case errors.Is(err, config.ErrHelp):
@@ -149,6 +166,14 @@ func (a app) serve(ctx context.Context, cfg config.Config, log *zap.Logger, info
 	if cfg.AdminPprof {
 		adm.EnablePprof()
 	}
+	var stmts func() *stmtstats.Table
+	if sp, ok := srv.(statementsServer); ok {
+		h := sp.StatementsHandler()
+		adm.Handle("GET /statements", h)
+		adm.Handle("POST /statements/reset", h)
+		stmts = sp.Statements
+	}
+	adm.Handle("GET /{$}", statuspage.New(reg, stmts))
 	if err := adm.Start(); err != nil {
 		return err
 	}

@@ -5,8 +5,10 @@
 //	/readyz   200 "ok" when the readiness function returns nil, else 503
 //	          with its error text (readiness)
 //
+// Handle adds endpoints the caller provides (the proxy's /statements).
+//
 // It must not serve CQL or know about requests: it only exposes what it
-// is given (a registry, a readiness function).
+// is given (a registry, a readiness function, handlers).
 package admin
 
 import (
@@ -94,6 +96,11 @@ func (s *Server) EnablePprof() {
 	s.mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	s.mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
+
+// Handle serves h for pattern (http.ServeMux syntax, e.g. "GET
+// /statements") on the admin address, for endpoints the caller provides.
+// Call it before Start.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // handler routes the admin endpoints.
 func handler(reg *prometheus.Registry, ready func() error, log *zap.Logger) *http.ServeMux {

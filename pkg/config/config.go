@@ -55,7 +55,7 @@ type Config struct {
 
 	ContactPoints []string `flag:"contact-points" env:"CQLGATE_CONTACT_POINTS" yaml:"contact_points" required:"true" help:"Cassandra nodes to discover the cluster from, HOST[:PORT], comma-separated; the port defaults to 9042 and IPv6 addresses with a port go in brackets, e.g. [::1]:9042"`
 
-	AdminListen string `flag:"admin-listen" env:"CQLGATE_ADMIN_LISTEN" yaml:"admin_listen" default:"127.0.0.1:9180" help:"HOST:PORT of the HTTP server for /metrics, /healthz and /readyz"`
+	AdminListen string `flag:"admin-listen" env:"CQLGATE_ADMIN_LISTEN" yaml:"admin_listen" default:"127.0.0.1:9180" help:"HOST:PORT of the HTTP server for /metrics, /healthz, /readyz, /statements and the status page at /"`
 
 	ConfigFile string `flag:"config" env:"CQLGATE_CONFIG" yaml:"-" help:"YAML file of settings, keyed by the names shown as yaml below; environment variables and flags override it"`
 
@@ -114,6 +114,14 @@ type Config struct {
 	SpeculativeIdempotent []string `flag:"speculative-idempotent" env:"CQLGATE_SPECULATIVE_IDEMPOTENT" yaml:"speculative_idempotent" help:"idempotency overrides, comma-separated: idempotent:KS.TABLE, not-idempotent:KS.TABLE, or idempotent:re:REGEXP / not-idempotent:re:REGEXP on the statement text; the first match wins over what the proxy infers from the text"`
 
 	PreparedCacheEntries int `flag:"prepared-cache-entries" env:"CQLGATE_PREPARED_CACHE_ENTRIES" yaml:"prepared_cache_entries" default:"20000" min:"100" help:"prepared statements remembered for re-preparing on other nodes (at least 100)"`
+
+	StatementStatsEntries int `flag:"statement-stats-entries" env:"CQLGATE_STATEMENT_STATS_ENTRIES" yaml:"statement_stats_entries" default:"5000" min:"0" max:"1000000" help:"statements whose statistics are kept for GET /statements, the status page and cqlgate statements (about 1.5 KiB each; the least used are evicted); 0 turns statement statistics off"`
+
+	StatementMetricsTop int `flag:"statement-metrics-top" env:"CQLGATE_STATEMENT_METRICS_TOP" yaml:"statement_metrics_top" default:"0" min:"0" max:"1000" reload:"true" help:"export cqlgate_statement_* Prometheus series for the N statements with the most calls (0: none); bounded so that a scrape never explodes in cardinality"`
+
+	SlowStatementThreshold time.Duration `flag:"slow-statement-threshold" env:"CQLGATE_SLOW_STATEMENT_THRESHOLD" yaml:"slow_statement_threshold" default:"0s" min:"0s" reload:"true" help:"log requests slower than this (statement id, text, node, latency, queue wait, hedges; never bind values) at warn level; 0 turns the slow-statement log off"`
+
+	SlowStatementSampleRate float64 `flag:"slow-statement-sample-rate" env:"CQLGATE_SLOW_STATEMENT_SAMPLE_RATE" yaml:"slow_statement_sample_rate" default:"1" above:"0" max:"1" reload:"true" help:"share (0-1] of the requests over --slow-statement-threshold that are logged"`
 
 	HostID string `flag:"host-id" env:"CQLGATE_HOST_ID" yaml:"host_id" help:"host_id UUID this proxy reports in system.local; empty derives one"`
 

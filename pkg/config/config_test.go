@@ -61,6 +61,8 @@ func TestDefault(t *testing.T) {
 		MaxBufferedBytes:               1 << 30,
 		MaxOrphansPerConnection:        1024,
 		PreparedCacheEntries:           20000,
+		StatementStatsEntries:          5000,
+		SlowStatementSampleRate:        1,
 		ProtocolVersionMax:             5,
 		MaxProcs:                       1,
 		LimitMode:                      "fixed",

@@ -20,6 +20,10 @@
 //     (--speculative-idempotent); PayloadKey and PayloadVerdict let a client
 //     say so per request; CombineBatch combines the verdicts of a protocol
 //     BATCH's statements; ConsistencyIdempotent rules out SERIAL reads.
+//   - Normalize (fingerprint.go) gives a statement's normalized text
+//     (literals to ?, IN lists collapsed, keyword case and spacing
+//     normalized) with the same lexer, for the statement statistics
+//     (pkg/stmtstats) to fold literal-laden QUERY strings into one.
 //   - testdata/classify.txt is the corpus of statements and verdicts; the
 //     fuzz tests check that a statement that is not idempotent is never
 //     reported idempotent (a wrong "no" costs a missed hedge, a wrong "yes"

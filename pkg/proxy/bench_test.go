@@ -128,12 +128,13 @@ func cpuTime() time.Duration {
 
 // BenchmarkForward reports process CPU per request (cpu-ns/op) for a
 // pipelined client talking to the fake node directly and through the proxy;
-// proxy cost = proxied - direct. In the "shed" case the proxy admits one
+// proxy cost = proxied - direct; "nostats" is proxied with statement
+// statistics off (--statement-stats-entries 0), for their cost. In the "shed" case the proxy admits one
 // request at a time and has no queue, so nearly every request is answered
 // OVERLOADED by the proxy itself: the cost of a rejection under overload.
 func BenchmarkForward(b *testing.B) {
 	for _, v := range []byte{frame.V4, frame.V5} {
-		for _, mode := range []string{"direct", "proxied", "shed"} {
+		for _, mode := range []string{"direct", "proxied", "nostats", "shed"} {
 			b.Run(fmtName(v, mode), func(b *testing.B) {
 				n := benchNode(b)
 				defer n.Close()
@@ -141,6 +142,12 @@ func BenchmarkForward(b *testing.B) {
 				switch mode {
 				case "proxied":
 					p := proxytest.Start(b, []string{addr}, nil)
+					defer p.Stop()
+					addr = p.Addr
+				case "nostats":
+					p := proxytest.Start(b, []string{addr}, func(cfg *config.Config) {
+						cfg.StatementStatsEntries = 0
+					})
 					defer p.Stop()
 					addr = p.Addr
 				case "shed":

@@ -98,7 +98,9 @@ func (r *request) OnTimeout(*backend.Conn) {
 	r.timedOut = true
 	r.c.p.metrics.timeouts.Inc()
 	r.c.p.metrics.proxyError(frame.ErrCodeServer)
-	r.c.sendError(r.stream, frame.ErrCodeServer, timeoutMessage(r.c.p.cfg.RequestTimeout))
+	msg := timeoutMessage(r.c.p.cfg.RequestTimeout)
+	r.noteError(frame.ErrCodeServer, len(msg))
+	r.c.sendError(r.stream, frame.ErrCodeServer, msg)
 }
 
 // timeoutMessage is the error message of a request past --request-timeout.

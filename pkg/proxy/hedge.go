@@ -461,6 +461,10 @@ func (r *request) settle(conn *backend.Conn, resp *frame.Buf, from *attempt) {
 	if resp != nil && frame.Opcode(resp.B) != frame.OpError && hs.replied.CompareAndSwap(false, true) {
 		if from != nil {
 			c.p.hedging.won.Inc()
+			r.hedgeWon = true
+		}
+		if r.stmt != nil {
+			r.noteAnswer(resp.B)
 		}
 		frame.SetStream(resp.B, r.stream)
 		if conn != nil {
@@ -494,11 +498,15 @@ func (r *request) settle(conn *backend.Conn, resp *frame.Buf, from *attempt) {
 	hs.mu.Unlock()
 	if hs.replied.CompareAndSwap(false, true) {
 		if held != nil {
+			if r.stmt != nil {
+				r.noteAnswer(held.B)
+			}
 			frame.SetStream(held.B, r.stream)
 			c.send(held)
 			held = nil
 		} else {
 			c.p.metrics.proxyError(frame.ErrCodeServer)
+			r.respKind, r.respCode, r.respBytes = respError, frame.ErrCodeServer, 120 // about the message below
 			c.sendError(r.stream, frame.ErrCodeServer, "cqlgate: the connections to Cassandra were lost before any response; the request may or may not have been executed")
 		}
 	}
@@ -525,6 +533,8 @@ func (r *request) hedgedTimeout() {
 	if r.hs.replied.CompareAndSwap(false, true) {
 		r.c.p.metrics.timeouts.Inc()
 		r.c.p.metrics.proxyError(frame.ErrCodeServer)
-		r.c.sendError(r.stream, frame.ErrCodeServer, timeoutMessage(r.c.p.cfg.RequestTimeout))
+		msg := timeoutMessage(r.c.p.cfg.RequestTimeout)
+		r.noteError(frame.ErrCodeServer, len(msg))
+		r.c.sendError(r.stream, frame.ErrCodeServer, msg)
 	}
 }

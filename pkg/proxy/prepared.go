@@ -27,6 +27,7 @@ type statement struct {
 	write        bool     // INSERT, UPDATE or DELETE
 	ownTimestamp bool     // USING TIMESTAMP: a client timestamp is ignored
 	hedge        *stmtHedge
+	stats        *stmtRef // its statement statistics entry, cached
 
 	// shape is the PreparedMeta.Shape of the PREPARED answer the proxy
 	// last saw (0: unknown); reshaped is set once two answers for this id

@@ -30,6 +30,7 @@ import (
 	"github.com/cqlgate/cqlgate/pkg/frame"
 	"github.com/cqlgate/cqlgate/pkg/idempotency"
 	"github.com/cqlgate/cqlgate/pkg/limiter"
+	"github.com/cqlgate/cqlgate/pkg/stmtstats"
 	"github.com/cqlgate/cqlgate/pkg/systables"
 )
 
@@ -57,6 +58,10 @@ type Proxy struct {
 	live       config.Config
 	hedging    *hedging
 	classifier *idempotency.Classifier
+	// stmts is the statement statistics (nil: off); slow the reloadable
+	// slow-statement log settings. See stmtstats.go.
+	stmts *stmtstats.Table
+	slow  slowLog
 	// nodeTable tells routing which nodes are up and local.
 	nodeTable atomic.Pointer[nodeTable]
 	// maxClients is --max-client-connections (0: no limit); reloadable.
@@ -184,6 +189,9 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (_ *Prox
 		return nil, fmt.Errorf("speculative execution: %w", err)
 	}
 	undo = append(undo, p.hedging.stop)
+	if err := p.initStatements(cfg, reg); err != nil {
+		return nil, err
+	}
 	addrMap, err := config.ParseAddressMap(cfg.AddressMap)
 	if err != nil {
 		return nil, fmt.Errorf("--address-map: %w", err)
@@ -564,6 +572,7 @@ func (p *Proxy) Reload(next config.Config) (restart []string, err error) {
 	p.maxPendingPerAddr.Store(int64(next.MaxPendingHandshakesPerAddress))
 	p.bufferLimit.Store(int64(next.MaxBufferedBytes))
 	p.hedging.maxExtra.Store(int32(next.SpeculativeMaxExecutions))
+	p.reloadStatements(next)
 	p.live = next
 	return restart, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/cqlgate/cqlgate/pkg/backend"
 	"github.com/cqlgate/cqlgate/pkg/frame"
 	"github.com/cqlgate/cqlgate/pkg/limiter"
+	"github.com/cqlgate/cqlgate/pkg/stmtstats"
 	"github.com/cqlgate/cqlgate/pkg/systables"
 )
 
@@ -96,6 +97,18 @@ type request struct {
 	sent         time.Time       // when it was queued to Cassandra
 	outcome      limiter.Outcome // what to tell the limiter at the end
 	answered     bool            // Cassandra's answer arrived (for the latency histogram)
+
+	// Statement statistics (stmtstats.go): the statement's entry (nil:
+	// none or off), the time queued for a permit, and what the client got,
+	// noted before the answer is handed to its writer.
+	stmt      *stmtstats.Entry
+	queued    time.Duration
+	respKind  int8
+	rejected  bool // OVERLOADED from the limiter
+	hedgeWon  bool // a hedge's answer was the client's
+	respCode  int32
+	respRows  int32
+	respBytes int32
 }
 
 var requestPool = sync.Pool{New: func() any { return new(request) }}
@@ -229,6 +242,7 @@ func (c *client) forward(req *request) {
 	}
 	if req.table == systables.TableNone {
 		c.route(req)
+		req.stmt = c.p.statementOf(req)
 		p, ok := c.p.limiter.TryAcquire(req.cands)
 		if !ok {
 			// The queue's wait starts now, not when the burst arrived: its
@@ -287,10 +301,11 @@ func (p *Proxy) priorityClass(req *request) int {
 func (r *request) Admitted(p limiter.Permit, now time.Time) {
 	r.permit = p
 	r.admittedLate = true
-	r.c.armHedge(r)
 	if now.IsZero() {
 		now = time.Now()
 	}
+	r.queued = now.Sub(r.start)
+	r.c.armHedge(r)
 	if conn := r.dispatch(now); conn != nil {
 		conn.Kick()
 	}
@@ -310,6 +325,7 @@ func (r *request) Rejected(reason limiter.Reason) {
 	p.metrics.rejectLatency.Observe(now.Sub(r.start).Seconds())
 	// Hedges would only add load now.
 	p.hedging.budget.Pause(now.Add(time.Second))
+	r.rejected = true
 	r.failAt(frame.ErrCodeOverloaded, p.overloadedMessage(reason), now)
 }
 
@@ -455,6 +471,9 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 			}
 		}
 	}
+	if r.stmt != nil {
+		r.noteAnswer(resp.B)
+	}
 	frame.SetStream(resp.B, r.stream)
 	c.sendFrom(conn, resp)
 	r.finishAt(conn.ReadAt())
@@ -477,6 +496,7 @@ func (r *request) failAt(code int32, msg string, now time.Time) {
 		b.Release()
 	}
 	r.c.p.metrics.proxyError(code)
+	r.noteError(code, len(msg))
 	r.c.sendError(r.stream, code, msg)
 	r.finishAt(now)
 }
@@ -488,6 +508,9 @@ func (r *request) finish() { r.finishAt(time.Now()) }
 func (r *request) finishAt(now time.Time) {
 	c := r.c
 	c.p.metrics.requestDuration.Observe(now.Sub(r.start).Seconds())
+	if r.stmt != nil {
+		r.recordStatement(now)
+	}
 	if r.sent.IsZero() {
 		r.permit.Release(limiter.Dropped, 0)
 	} else {

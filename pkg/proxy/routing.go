@@ -21,7 +21,7 @@ const maxReplicas = 8
 // answer (meta, nil if it could not be read). It runs when a statement is
 // first prepared and again when its PREPARED answer changes.
 func (p *Proxy) newStatement(id []byte, query, keyspace string, meta *frame.PreparedMeta) *statement {
-	st := &statement{query: query, keyspace: keyspace}
+	st := &statement{query: query, keyspace: keyspace, stats: &stmtRef{}}
 	var types []uint16
 	if meta != nil {
 		st.pk = meta.PKIndexes

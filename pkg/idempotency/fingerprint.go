@@ -1,0 +1,200 @@
+package idempotency
+
+// Normalize is the statement-statistics side of the lexer: it folds the
+// QUERY strings a careless application builds by concatenation
+// ("... WHERE id = 42", "... WHERE id = 43") into one text, so that they
+// count as one statement. It shares the lexer so that a literal inside a
+// string, a comment or a quoted identifier is never taken for syntax.
+
+// maxNormalizedDepth bounds the nesting of collapsed brackets tracked.
+const maxNormalizedDepth = 64
+
+// keywords are the CQL words written upper-case in a normalized text; every
+// other unquoted identifier is lower-cased, as Cassandra folds it.
+var keywords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range []string{
+		"ADD", "ALLOW", "ALTER", "AND", "APPLY", "AS", "ASC", "BATCH", "BEGIN", "BY",
+		"CAST", "CLUSTERING", "CONTAINS", "COUNTER", "CREATE", "DELETE", "DESC",
+		"DISTINCT", "DROP", "EXISTS", "FILTERING", "FROM", "GROUP", "IF", "IN", "INDEX",
+		"INSERT", "INTO", "IS", "JSON", "KEY", "KEYSPACE", "LIKE", "LIMIT", "LOGGED",
+		"NOT", "NULL", "OR", "ORDER", "PARTITION", "PER", "PRIMARY", "SELECT", "SET",
+		"TABLE", "TIMESTAMP", "TOKEN", "TRUNCATE", "TTL", "TYPE", "UNLOGGED", "UPDATE",
+		"USE", "USING", "VALUES", "WHERE", "WITH", "WRITETIME", "MAXWRITETIME",
+	} {
+		m[w] = true
+	}
+	return m
+}()
+
+// Normalize appends to dst the normalized text of the CQL statement q:
+// every literal (string, number, hex blob, UUID, true, false) and bind
+// marker (? or :name) becomes ?, the parenthesised list after IN becomes
+// (...), collection literals ([...], {...}) become [?] and {?}, keywords
+// are upper-cased and other unquoted identifiers lower-cased, comments and
+// a trailing semicolon are dropped, and tokens are separated by single
+// spaces (none inside a.b, f(x), before a comma or a closing bracket). Two
+// statements that differ only in their literals, their spacing or the case
+// of their keywords normalize to the same text.
+//
+// A text the lexer cannot split (an unterminated string, say) is appended
+// as it is, with the lexer's error; the caller may still use it as its own
+// fingerprint. Normalize allocates nothing beyond dst and a token slice.
+func Normalize(dst []byte, q string) ([]byte, error) {
+	toks, err := lex(q, nil)
+	if err != nil {
+		return append(dst, q...), err
+	}
+	for len(toks) > 0 && toks[len(toks)-1].kind == tkPunct && q[toks[len(toks)-1].start] == ';' {
+		toks = toks[:len(toks)-1]
+	}
+	var prev byte // last byte written that matters for spacing ('(' , '.', 'w' word)
+	emit := func(s string, glueLeft bool) {
+		if len(dst) > 0 && !glueLeft && prev != '(' && prev != '[' && prev != '{' && prev != '.' && prev != 0 {
+			dst = append(dst, ' ')
+		}
+		dst = append(dst, s...)
+		prev = s[len(s)-1]
+	}
+	prevKind := tokKind(0)
+	prevKeyword := false
+	afterInto := false // the identifier just written follows INTO: a table
+	for i := 0; i < len(toks); i++ {
+		t := toks[i]
+		text := q[t.start:t.end]
+		switch t.kind {
+		case tkString, tkNumber, tkHex, tkUUID, tkMarker:
+			emit("?", false)
+		case tkQIdent:
+			emit(text, false)
+		case tkIdent:
+			if equalFold(text, "true") || equalFold(text, "false") {
+				emit("?", false)
+				break
+			}
+			up := upper(text)
+			if keywords[up] {
+				emit(up, false)
+				afterInto = up == "INTO"
+				prevKeyword = true
+				prevKind = t.kind
+				if up == "IN" && i+1 < len(toks) && toks[i+1].kind == tkPunct && q[toks[i+1].start] == '(' {
+					emit("(...)", false)
+					i = closing(q, toks, i+1)
+				}
+				continue
+			}
+			emit(lower(text), false)
+			prevKind = t.kind
+			if afterInto || isIntoTable(q, toks, i) {
+				prevKeyword = true // INSERT INTO t (a, b): a table, not a function
+			} else {
+				prevKeyword = false
+			}
+			afterInto = false
+			continue
+		default: // punctuation
+			c := q[t.start]
+			switch c {
+			case ',', ')', ']', '}', '.':
+				emit(text, true)
+			case '(':
+				// f(x) and count(*) stay glued; VALUES (, IN ( keep a space.
+				emit(text, prevKind == tkIdent && !prevKeyword)
+			case '[', '{':
+				end := closing(q, toks, i)
+				emit(text+"?"+string(closer(c)), prevKind == tkIdent && !prevKeyword && c == '[')
+				i = end
+			default:
+				emit(text, false)
+			}
+		}
+		prevKeyword = false
+		afterInto = false
+		prevKind = t.kind
+	}
+	return dst, nil
+}
+
+// isIntoTable tells whether toks[i] is the table of INTO ks.table.
+func isIntoTable(q string, toks []token, i int) bool {
+	return i >= 3 && toks[i-1].kind == tkPunct && q[toks[i-1].start] == '.' && toks[i-3].kind == tkIdent && equalFold(q[toks[i-3].start:toks[i-3].end], "into")
+}
+
+// closing returns the index of the token closing the bracket opened at
+// toks[i], or the last token if it is never closed.
+func closing(q string, toks []token, i int) int {
+	depth := 0
+	for j := i; j < len(toks); j++ {
+		if toks[j].kind != tkPunct {
+			continue
+		}
+		switch q[toks[j].start] {
+		case '(', '[', '{':
+			depth++
+			if depth > maxNormalizedDepth {
+				return len(toks) - 1
+			}
+		case ')', ']', '}':
+			depth--
+			if depth == 0 {
+				return j
+			}
+		}
+	}
+	return len(toks) - 1
+}
+
+func closer(c byte) byte {
+	switch c {
+	case '[':
+		return ']'
+	case '{':
+		return '}'
+	}
+	return ')'
+}
+
+func equalFold(s, word string) bool {
+	if len(s) != len(word) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i]|0x20 != word[i]|0x20 {
+			return false
+		}
+	}
+	return true
+}
+
+// upper and lower change ASCII letters only (unquoted identifiers are
+// ASCII) and return s itself when nothing changes.
+func upper(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'a' && c <= 'z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if b[j] >= 'a' && b[j] <= 'z' {
+					b[j] -= 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
+
+func lower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if b[j] >= 'A' && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
