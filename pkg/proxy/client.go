@@ -46,8 +46,9 @@ type client struct {
 	schemaEvents atomic.Bool
 	inflight     atomic.Int64
 	// dirty lists backend connections with requests queued by readLoop
-	// and not yet flushed; only readLoop touches it.
-	dirty []*backend.Conn
+	// and not yet flushed; only readLoop touches it, and lastQuery.
+	dirty     []*backend.Conn
+	lastQuery queryMemo
 
 	mu     sync.Mutex
 	queue  []*frame.Buf

@@ -102,6 +102,7 @@ type request struct {
 	// none or off), the time queued for a permit, and what the client got,
 	// noted before the answer is handed to its writer.
 	stmt      *stmtstats.Entry
+	query     []byte // a QUERY's text, in buf
 	queued    time.Duration
 	respKind  int8
 	rejected  bool // OVERLOADED from the limiter
@@ -179,6 +180,7 @@ func (c *client) handle(b *frame.Buf) {
 			c.use(req, ks)
 			return
 		}
+		req.query = q
 	case frame.OpPrepare:
 		q, err := frame.QueryString(body)
 		if err != nil {

@@ -7,6 +7,7 @@ package proxy
 // is here.
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -47,17 +48,14 @@ func (p *Proxy) statementOf(req *request) *stmtstats.Entry {
 	if t == nil {
 		return nil
 	}
+	if req.op == frame.OpQuery {
+		return req.c.lastQuery.lookup(t, req.query, req.c.keyspace.Load())
+	}
 	body, err := frame.MessageBody(req.buf.B)
 	if err != nil {
 		return nil
 	}
 	switch req.op {
-	case frame.OpQuery:
-		q, err := frame.QueryString(body)
-		if err != nil {
-			return nil
-		}
-		return t.Query(q, *req.c.keyspace.Load())
 	case frame.OpExecute:
 		st := req.st
 		if st != nil && st.stats != nil {
@@ -95,6 +93,26 @@ func (p *Proxy) statementOf(req *request) *stmtstats.Entry {
 		})
 	}
 	return nil
+}
+
+// queryMemo is a client connection's last QUERY text and its entry: an
+// application that sends one string again and again (a polling query, a
+// statement it never prepared) finds it with one comparison instead of a
+// hash and a shared map. Only the client's read loop touches it.
+type queryMemo struct {
+	text     []byte
+	keyspace *string
+	e        *stmtstats.Entry
+}
+
+func (m *queryMemo) lookup(t *stmtstats.Table, q []byte, keyspace *string) *stmtstats.Entry {
+	if m.e != nil && keyspace == m.keyspace && !m.e.Evicted() && bytes.Equal(q, m.text) {
+		return m.e
+	}
+	e := t.Query(q, *keyspace)
+	m.text = append(m.text[:0], q...)
+	m.keyspace, m.e = keyspace, e
+	return e
 }
 
 // describe returns the text and keyspace of a prepared statement the proxy
