@@ -45,6 +45,23 @@ Other environment: BENCH_CASSANDRA_ADDR (default 127.0.10.1), BENCH_CASSANDRA_DI
 wait for the proxy, default 30), BENCH_PROXY_BIN (a proxy binary to use instead of building
 ./cmd/proxy).
 Stop a kept node with: scripts/cassandra-local.sh stop --dir $CASSANDRA_DIR
+
+A node with PasswordAuthenticator (a node started here then gets --auth; the superuser is
+cassandra/cassandra):
+  BENCH_USERNAME, BENCH_PASSWORD   the role loadgen's load logs in as, directly and through the
+                                   proxy (default: none, no login)
+  BENCH_ADMIN_USERNAME, BENCH_ADMIN_PASSWORD
+                                   who runs "loadgen setup" (creating the keyspace) and is the
+                                   proxy's own user (--backend-username); default BENCH_USERNAME
+  BENCH_CLIENT_AUTH                the proxy's --client-auth: none (default: the proxy asks the
+                                   client for no login and runs its requests as its own user) or
+                                   passthrough (it checks the client's password against Cassandra
+                                   and, with the default --passthrough-identity role, runs its
+                                   requests on pools logged in as that role)
+Auth off against auth on, on the same node (the role must exist, with SELECT and MODIFY on the
+keyspace cqlgate_bench, or on ALL KEYSPACES before setup creates it):
+  BENCH_CASSANDRA_ADDR=127.0.23.1 BENCH_ADMIN_USERNAME=cassandra BENCH_ADMIN_PASSWORD=cassandra \\
+    BENCH_USERNAME=bench BENCH_PASSWORD=pw BENCH_CLIENT_AUTH=passthrough $PROG
 EOF
 }
 
@@ -72,16 +89,31 @@ done
 command -v go >/dev/null || die "go is not on PATH"
 command -v curl >/dev/null || die "curl is not on PATH (needed to probe the proxy's /readyz)"
 
-heap=()
+start_flags=()
 if [[ -n ${BENCH_CASSANDRA_HEAP:-} ]]; then
-  heap=(--heap "$BENCH_CASSANDRA_HEAP")
+  start_flags=(--heap "$BENCH_CASSANDRA_HEAP")
 fi
-# Progress goes to stderr: stdout carries only the report (JSON with --json).
-bench_setup bench "${BENCH_PROXY_BIN:-}" "${heap[@]}"
-start_proxy "$PROXY_LISTEN"
-note "proxy ready (pid $proxy_pid)"
+client_auth=${BENCH_CLIENT_AUTH:-none}
+case $client_auth in
+  none|passthrough) ;;
+  *) die "BENCH_CLIENT_AUTH must be none or passthrough, got '$client_auth'";;
+esac
+user=${BENCH_USERNAME:-}
+admin_user=${BENCH_ADMIN_USERNAME:-$user}
+# Passwords travel in the environment, never on a command line (ps).
+export LOADGEN_PASSWORD=${BENCH_ADMIN_PASSWORD:-${BENCH_PASSWORD:-}}
+if [[ -n $admin_user ]]; then
+  start_flags+=(--auth)
+  export CQLGATE_BACKEND_USERNAME=$admin_user CQLGATE_BACKEND_PASSWORD=$LOADGEN_PASSWORD
+fi
 
-"$workdir/loadgen" setup --hosts "$CASSANDRA_CQL" >&2
+# Progress goes to stderr: stdout carries only the report (JSON with --json).
+bench_setup bench "${BENCH_PROXY_BIN:-}" "${start_flags[@]}"
+start_proxy "$PROXY_LISTEN" --client-auth "$client_auth"
+note "proxy ready (pid $proxy_pid, --client-auth $client_auth${user:+, load as role $user})"
+
+"$workdir/loadgen" setup --hosts "$CASSANDRA_CQL" --username "$admin_user" >&2
+export LOADGEN_PASSWORD=${BENCH_PASSWORD:-}
 
 compare=(
   compare
@@ -91,6 +123,7 @@ compare=(
   --duration "$duration"
   --rounds "$rounds"
   --proxy-metrics "http://$ADMIN/metrics"
+  --username "$user"
 )
 if [[ $json == 1 ]]; then
   compare+=(--json)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -74,6 +75,10 @@ type Config struct {
 	Timeout     time.Duration // gocql per-request timeout; 0 = gocql's default (11s)
 	Consistency string        // "" = gocql's default (QUORUM)
 	NumConns    int           // connections per host; 0 = gocql's default (2)
+	// Username and Password log every session in (PasswordAuthenticator);
+	// "" for none. A server that asks for no login ignores them.
+	Username string
+	Password string
 
 	Rounds       int
 	ProxyTarget  string // which target the proxy figures belong to
@@ -133,6 +138,7 @@ func defaultConfig() *Config {
 		Rounds:           4,
 		ProxyTarget:      "proxy",
 		Interval:         time.Second,
+		Password:         os.Getenv("LOADGEN_PASSWORD"),
 	}
 }
 
@@ -188,6 +194,8 @@ func (c *Config) flagSet(cmd string, stderr io.Writer) (*flag.FlagSet, error) {
 		fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "gocql per-request timeout (0 = gocql's default, 11s)")
 		fs.StringVar(&c.Consistency, "consistency", c.Consistency, `consistency level ("" = gocql's default, QUORUM)`)
 		fs.IntVar(&c.NumConns, "num-conns", c.NumConns, "connections per host (0 = gocql's default, 2)")
+		fs.StringVar(&c.Username, "username", c.Username, "log in as this role (every target; \"\" = no login)")
+		fs.StringVar(&c.Password, "password", c.Password, "the role's password (default $LOADGEN_PASSWORD, which keeps it out of ps)")
 	}
 	output := func() {
 		fs.BoolVar(&c.JSON, "json", c.JSON, "print one JSON object on stdout instead of a table")

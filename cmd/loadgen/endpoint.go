@@ -43,7 +43,9 @@ type sessionOptions struct {
 	Timeout     time.Duration      // 0 keeps gocql's default (11s)
 	Consistency *gocql.Consistency // nil keeps gocql's default (QUORUM)
 	NumConns    int                // 0 keeps gocql's default (2 per host)
-	Log         io.Writer          // gocql's own log lines (reconnects and such)
+	Username    string             // "" for no login
+	Password    string
+	Log         io.Writer // gocql's own log lines (reconnects and such)
 }
 
 // sessionOptionsFrom maps the flags; cfg was validated, so its consistency
@@ -56,6 +58,8 @@ func sessionOptionsFrom(cfg *Config, keyspace string, log io.Writer) sessionOpti
 		Timeout:     cfg.Timeout,
 		Consistency: cl,
 		NumConns:    cfg.NumConns,
+		Username:    cfg.Username,
+		Password:    cfg.Password,
 		Log:         log,
 	}
 }
@@ -73,6 +77,9 @@ func (e Endpoint) Session(opts sessionOptions) (*gocql.Session, error) {
 	}
 	if opts.NumConns > 0 {
 		cluster.NumConns = opts.NumConns
+	}
+	if opts.Username != "" {
+		cluster.Authenticator = gocql.PasswordAuthenticator{Username: opts.Username, Password: opts.Password}
 	}
 	// A per-cluster logger instead of the package-level gocql.Logger keeps
 	// two sessions (compare) from sharing mutable global state.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cqlgate/cqlgate/internal/extdrivers"
 )
 
 // TestCqlsh runs cqlsh (the PyPI package of Cassandra's shell, on the Python
@@ -15,7 +17,7 @@ import (
 // VERSION, DESCRIBE, DDL, writes and reads, USE, and a look at system.local,
 // which must show the proxy.
 func TestCqlsh(t *testing.T) {
-	python, _ := findPythonDriver(t)
+	python, _ := extdrivers.Python(t)
 	if out, err := exec.Command(python, "-c", "import cqlshlib").CombinedOutput(); err != nil {
 		if os.Getenv("CQLGATE_SKIP_PYTHON") == "1" {
 			t.Skipf("CQLGATE_SKIP_PYTHON=1: %s cannot import cqlshlib: %v", python, err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cqlgate/cqlgate/internal/extdrivers"
 	"github.com/cqlgate/cqlgate/internal/proxytest"
 	"github.com/cqlgate/cqlgate/pkg/config"
 )
@@ -20,10 +21,7 @@ const (
 	javaProbe3    = "../java/Probe.java"
 	javaProbe4    = "../java/driver4/Probe4.java"
 	javaSchema4   = "../java/driver4/SchemaChange4.java"
-	javaPOM4      = "../java/driver4/pom.xml"
 	javaLogConfig = "../java/logback-test.xml"
-	// javaDriver4 is the version in javaPOM4, for the cache directory.
-	javaDriver4 = "4.19.3"
 )
 
 // TestJavaDriver3 runs test/java/Probe.java, which drives the DataStax Java
@@ -33,7 +31,7 @@ const (
 // token-aware routing. First with one listen address, then with two on the
 // same port, where the driver must see two hosts, both of them the proxy's.
 func TestJavaDriver3(t *testing.T) {
-	java := findJava(t)
+	java := extdrivers.Java(t)
 	addrs := single.get(t)
 	lib := cassandraLibDir()
 	if jars, _ := filepath.Glob(filepath.Join(lib, "cassandra-driver-core-3.*.jar")); len(jars) == 0 {
@@ -50,9 +48,9 @@ func TestJavaDriver3(t *testing.T) {
 // ~/.cache/cqlgate), which reads system.peers_v2 and checks schema agreement
 // after every DDL.
 func TestJavaDriver4(t *testing.T) {
-	java := findJava(t)
+	java := extdrivers.Java(t)
 	addrs := single.get(t)
-	lib := javaDriver4Jars(t)
+	lib := extdrivers.JavaDriver4Jars(t)
 	runJavaProbe(t, addrs, func(listen []string) []string {
 		return []string{java, "-cp", filepath.Join(lib, "*"), javaProbe4,
 			strings.Join(listen, ","), fmt.Sprint(len(listen)), "datacenter1"}
@@ -67,9 +65,9 @@ func TestJavaDriver4(t *testing.T) {
 // columns). TestPreparedStatementsAcrossSchemaChanges in test/integration
 // runs the scenario with the Go drivers.
 func TestJavaDriver4SchemaChanges(t *testing.T) {
-	java := findJava(t)
+	java := extdrivers.Java(t)
 	addrs := single.get(t)
-	lib := javaDriver4Jars(t)
+	lib := extdrivers.JavaDriver4Jars(t)
 	p := proxytest.Start(t, addrs, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -107,55 +105,6 @@ func runJavaProbe(t *testing.T, addrs []string, cmd func(listen []string) []stri
 			t.Logf("%s", out)
 		})
 	}
-}
-
-// findJava returns java from $PATH; it fails the test without one, or skips
-// it with CQLGATE_SKIP_JAVA=1.
-func findJava(t *testing.T) string {
-	t.Helper()
-	java, err := exec.LookPath("java")
-	if err != nil {
-		if os.Getenv("CQLGATE_SKIP_JAVA") == "1" {
-			t.Skip("CQLGATE_SKIP_JAVA=1: no java on PATH")
-		}
-		t.Fatalf("no java on PATH (Cassandra needs it too): %v; CQLGATE_SKIP_JAVA=1 skips this test", err)
-	}
-	return java
-}
-
-// javaDriver4Jars returns a directory holding the Java driver 4.x and its
-// dependencies, copied there by Maven from javaPOM4 the first time.
-func javaDriver4Jars(t *testing.T) string {
-	t.Helper()
-	home, _ := os.UserHomeDir()
-	dir := filepath.Join(home, ".cache", "cqlgate", "java-driver-"+javaDriver4)
-	if _, err := os.Stat(filepath.Join(dir, "complete")); err == nil {
-		return dir
-	}
-	mvn, err := exec.LookPath("mvn")
-	if err != nil {
-		if os.Getenv("CQLGATE_SKIP_JAVA") == "1" {
-			t.Skip("CQLGATE_SKIP_JAVA=1: no mvn on PATH")
-		}
-		t.Fatalf("no mvn on PATH to fetch the Java driver %s: %v; CQLGATE_SKIP_JAVA=1 skips this test", javaDriver4, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	tmp := dir + ".tmp"
-	_ = os.RemoveAll(tmp)
-	out, err := exec.CommandContext(ctx, mvn, "-B", "-q", "-f", javaPOM4, "dependency:copy-dependencies",
-		"-DoutputDirectory="+tmp).CombinedOutput()
-	if err != nil {
-		t.Fatalf("mvn dependency:copy-dependencies for the Java driver %s: %v\n%s", javaDriver4, err, out)
-	}
-	if err := os.WriteFile(filepath.Join(tmp, "complete"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_ = os.RemoveAll(dir)
-	if err := os.Rename(tmp, dir); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 // cassandraLibDir is where scripts/cassandra-local.sh keeps Cassandra's jars.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cqlgate/cqlgate/internal/extdrivers"
 	"github.com/cqlgate/cqlgate/internal/proxytest"
 )
 
@@ -22,10 +23,7 @@ const (
 	// pythonSchemaScript is the schema-change check, relative to this package.
 	pythonSchemaScript = "../python/schema_change_check.py"
 	// pythonTimeout bounds one run of the script.
-	pythonTimeout     = 3 * time.Minute
-	pythonInstallHint = "install the driver with: python3 -m pip install cassandra-driver lz4 " +
-		"(psutil optional); CQLGATE_PYTHON=/path/to/python selects another interpreter; " +
-		"CQLGATE_SKIP_PYTHON=1 skips this test"
+	pythonTimeout = 3 * time.Minute
 )
 
 // summaryRE matches the script's last line.
@@ -36,7 +34,7 @@ var summaryRE = regexp.MustCompile(`^(\d+) passed, (\d+) failed$`)
 // an in-process proxy in front of a real Cassandra node, and checks that the
 // driver never connects to the node itself.
 func TestPythonDriver(t *testing.T) {
-	python, version := findPythonDriver(t)
+	python, version := extdrivers.Python(t)
 	t.Logf("using %s with cassandra-driver %s", python, version)
 
 	addrs := single.get(t)
@@ -58,7 +56,7 @@ func TestPythonDriver(t *testing.T) {
 // columns). TestPreparedStatementsAcrossSchemaChanges in test/integration
 // runs the scenario with the Go drivers.
 func TestPythonDriverSchemaChanges(t *testing.T) {
-	python, version := findPythonDriver(t)
+	python, version := extdrivers.Python(t)
 	t.Logf("using %s with cassandra-driver %s", python, version)
 	addrs := single.get(t)
 	p := proxytest.Start(t, addrs, nil)
@@ -120,45 +118,6 @@ func runPythonScript(t *testing.T, python, script string, args ...string) {
 		t.Fatalf("%s exited 0 but reported %q\n%s", script, summary, strings.Join(failures, "\n"))
 	}
 	t.Logf("%s: %s in %s", script, summary, elapsed)
-}
-
-// findPythonDriver returns the Python interpreter ($CQLGATE_PYTHON or
-// python3 on $PATH) and the cassandra-driver version it imports. It fails
-// the test when either is missing, or skips it if CQLGATE_SKIP_PYTHON=1.
-func findPythonDriver(t *testing.T) (python, version string) {
-	t.Helper()
-	missing := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("CQLGATE_SKIP_PYTHON") == "1" {
-			t.Skipf("CQLGATE_SKIP_PYTHON=1: "+format, args...)
-		}
-		t.Fatalf(format+"; "+pythonInstallHint, args...)
-	}
-	python = os.Getenv("CQLGATE_PYTHON")
-	if python == "" {
-		p, err := exec.LookPath("python3")
-		if err != nil {
-			missing("python3 not found on PATH: %v", err)
-		}
-		python = p
-	}
-	if _, err := os.Stat(pythonScript); err != nil {
-		t.Fatalf("driver check script: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, python, "-c", "import cassandra, lz4; print(cassandra.__version__)")
-	cmd.Stderr = &stderr
-	b, err := cmd.Output()
-	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-			msg = msg[i+1:] // the exception line of the traceback
-		}
-		missing("%s cannot import cassandra (cassandra-driver) and lz4: %v %s", python, err, msg)
-	}
-	return python, strings.TrimSpace(string(b))
 }
 
 // lineLogger is an io.Writer that sends every complete line to t.Log as it

@@ -3,12 +3,15 @@ package security
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/gocql/gocql"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cqlgate/cqlgate/internal/cassandratest"
+	"github.com/cqlgate/cqlgate/internal/proxytest"
 	"github.com/cqlgate/cqlgate/pkg/backend"
 	"github.com/cqlgate/cqlgate/pkg/config"
 	"github.com/cqlgate/cqlgate/pkg/frame"
@@ -25,18 +28,12 @@ import (
 //
 // The 3-node cluster (auth, no TLS) is started on 127.0.22.2-4 unless
 // CQLGATE_TEST_CASSANDRA_SECURITY3 names running nodes; it takes a minute or
-// two. Run with a fixed count:
+// two, once for all the benchmarks of a run. Run with a fixed count:
 //
 //	go test -run NONE -bench PoolStartAuth -benchtime 5x ./test/security/
 func BenchmarkPoolStartAuth(b *testing.B) {
 	single := cassandratest.Require(b, node)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	three, stop, err := cassandratest.Shared(ctx, "security3", cassandratest.Options{Addresses: clusterAddrs, Auth: true})
-	cancel()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer stop()
+	three := security3.Get(b)
 	for _, cl := range []*cassandratest.Cluster{single, three} {
 		for _, conns := range []int{1, 4, 8} {
 			b.Run(fmt.Sprintf("nodes=%d/conns=%d", len(cl.Addrs), conns), func(b *testing.B) {
@@ -153,4 +150,102 @@ func openConns(b *testing.B, reg *prometheus.Registry) float64 {
 		}
 	}
 	return sum
+}
+
+// BenchmarkRolePoolOpenAuth measures what a role's first login through the
+// proxy (--client-auth passthrough, --passthrough-identity role) costs on
+// the 3-node auth cluster, against one authenticated connection's
+// handshake, as JAVA-692 measured the Java driver's parallel pool creation
+// against a single connection. Every login is of a role no one has logged
+// in as yet, so each Cassandra node that sees it checks its bcrypt hash:
+//
+//   - ms-handshake: one connection to a node, logged in (TCP, STARTUP,
+//     AUTHENTICATE, AUTH_RESPONSE, AUTH_SUCCESS), directly;
+//   - ms-first-login: the same handshake with the proxy, which checks the
+//     password against Cassandra and then opens the role's pool on the 3
+//     nodes in parallel, answering AUTH_SUCCESS once the first is up;
+//   - ms-login-no-pool: the same with --passthrough-identity proxy, where
+//     the login is only the password check;
+//   - ms-pool-open: ms-first-login - ms-login-no-pool, the pool-open alone;
+//   - ms-pool-full: from the start of the first login until the role has
+//     its connection on every node.
+//
+// The ratios are of the medians to ms-handshake's. Run with a fixed count:
+//
+//	go test -run NONE -bench RolePoolOpenAuth -benchtime 10x ./test/security/
+func BenchmarkRolePoolOpenAuth(b *testing.B) {
+	three := security3.Get(b)
+	// Roles first: each iteration logs in as three of them, once each.
+	admin, err := session4(three.Addrs[0], func(cc *gocql.ClusterConfig) {
+		cc.Authenticator = gocql.PasswordAuthenticator{Username: three.Username, Password: three.Password}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer admin.Close()
+	run := time.Now().UnixNano() % 1_000_000
+	role := func(kind string, i int) string { return fmt.Sprintf("bench_%s_%d_%d", kind, run, i) }
+	for i := range b.N {
+		for _, kind := range []string{"direct", "pool", "nopool"} {
+			if err := admin.Query(fmt.Sprintf("CREATE ROLE %s WITH PASSWORD = 'pw' AND LOGIN = true", role(kind, i))).Exec(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	defer func() {
+		for i := range b.N {
+			for _, kind := range []string{"direct", "pool", "nopool"} {
+				_ = admin.Query("DROP ROLE IF EXISTS " + role(kind, i)).Exec()
+			}
+		}
+	}()
+	mod := func(identity string) func(*config.Config) {
+		return func(c *config.Config) {
+			c.ContactPoints = three.Addrs
+			c.BackendUsername, c.BackendPassword = three.Username, three.Password
+			c.ClientAuth = config.ClientAuthPassthrough
+			c.PassthroughIdentity = identity
+		}
+	}
+	withPools := proxytest.Start(b, three.Addrs, mod(config.IdentityRole))
+	noPools := proxytest.Start(b, three.Addrs, mod(config.IdentityProxy))
+	login := func(addr, user string) time.Duration {
+		start := time.Now()
+		if a := rawLogin(b, addr, frame.V4, authResponse(frame.V4, "\x00"+user+"\x00pw")); a.Opcode != "AUTH_SUCCESS" {
+			b.Fatalf("login as %s at %s: %v", user, addr, a)
+		}
+		return time.Since(start)
+	}
+	time.Sleep(2 * time.Second) // the proxies' own pools open in the background
+	var handshake, first, noPool, full []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		handshake = append(handshake, login(three.Addrs[i%len(three.Addrs)], role("direct", i)))
+		noPool = append(noPool, login(noPools.Addr, role("nopool", i)))
+		before := openConns(b, withPools.Reg)
+		start := time.Now()
+		first = append(first, login(withPools.Addr, role("pool", i)))
+		for deadline := time.Now().Add(time.Minute); openConns(b, withPools.Reg) < before+float64(len(three.Addrs)); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("the role's pool has %v of %v connections after a minute", openConns(b, withPools.Reg)-before, len(three.Addrs))
+			}
+		}
+		full = append(full, time.Since(start))
+	}
+	b.StopTimer()
+	med := func(ds []time.Duration) float64 {
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return float64(s[len(s)/2].Microseconds()) / 1000
+	}
+	h, f, n, p := med(handshake), med(first), med(noPool), med(full)
+	b.ReportMetric(h, "ms-handshake")
+	b.ReportMetric(f, "ms-first-login")
+	b.ReportMetric(n, "ms-login-no-pool")
+	b.ReportMetric(f-n, "ms-pool-open")
+	b.ReportMetric(p, "ms-pool-full")
+	b.ReportMetric(f/h, "first-login/handshake")
+	b.ReportMetric((f-n)/h, "pool-open/handshake")
+	b.ReportMetric(p/h, "pool-full/handshake")
+	b.Logf("handshakes %v; first logins %v; without pools %v; pool full %v", handshake, first, noPool, full)
 }

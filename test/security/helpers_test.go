@@ -202,7 +202,7 @@ func (a rawAnswer) String() string {
 // PasswordAuthenticator, then sends next (built for stream 1 by the
 // caller: an AUTH_RESPONSE or anything else) and returns the answer. On
 // v5 the frames after AUTHENTICATE travel in segments.
-func rawLogin(t *testing.T, addr string, v byte, next []byte) rawAnswer {
+func rawLogin(t testing.TB, addr string, v byte, next []byte) rawAnswer {
 	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {

@@ -23,10 +23,15 @@ import (
 )
 
 // nodeAddr is the package's single node; clusterAddrs are the 3-node
-// cluster BenchmarkPoolStartAuth starts.
+// cluster the benchmarks start (security3).
 const nodeAddr = "127.0.22.1"
 
 var clusterAddrs = []string{"127.0.22.2", "127.0.22.3", "127.0.22.4"}
+
+// security3 is the 3-node auth cluster of BenchmarkPoolStartAuth and
+// BenchmarkRolePoolOpenAuth, started by the first of them to run (not by
+// the tests) and stopped after them all.
+var security3 = &cassandratest.Lazy{Name: "security3", Options: cassandratest.Options{Addresses: clusterAddrs, Auth: true}}
 
 var (
 	// node requires a login (cassandra/cassandra) and accepts TLS and plain
@@ -54,6 +59,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "FAIL: certificates:", err)
 		return 1
 	}
+	defer security3.Stop()
 	extra := cassandraTLS(certs)
 	if err := os.WriteFile(filepath.Join(dir, "cassandra-extra.yaml"), []byte(extra), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
