@@ -408,19 +408,37 @@ func newWorkload(t *testing.T, c *chaosConn, rng *rand.Rand, seed uint64, nNodes
 	// A statement is hedged only once a node answered it (its latency
 	// class exists): a few runs reach every node.
 	for i := range 4 * nNodes {
-		for _, f := range [][]byte{
-			appendExecute(c.version, selID, selMeta, [][]byte{fakenode.Int(int32(i))}),
-			appendExecute(c.version, insID, insMeta, [][]byte{fakenode.Int(int32(i)), fakenode.Text("warm")}),
+		for _, stmt := range []struct {
+			query string
+			args  [][]byte
+		}{
+			{selectQ, [][]byte{fakenode.Int(int32(i))}},
+			{insertQ, [][]byte{fakenode.Int(int32(i)), fakenode.Text("warm")}},
 		} {
-			frame.SetStream(f, 2)
-			resp, err := c.rt(f)
-			if err == nil && frame.Opcode(resp) == frame.OpError {
-				// Seen under load, without faults: UNPREPARED for a
-				// statement just prepared through the proxy (reported;
-				// the proxy should re-prepare it). Retry once as a
-				// driver would, so the seed goes on.
-				t.Logf("seed %d: warm-up EXECUTE answered %s; retrying", seed, describe(resp))
+			// UNPREPARED can come back (when the statement is not on that
+			// node yet and re-preparing it there does not finish within
+			// --request-timeout on a loaded machine, the proxy relays the
+			// node's answer, as a node would): prepare again, as a driver
+			// does.
+			var resp []byte
+			var err error
+			for try := 0; try < 3; try++ {
+				id, meta := selID, selMeta
+				if stmt.query == insertQ {
+					id, meta = insID, insMeta
+				}
+				f := appendExecute(c.version, id, meta, stmt.args)
+				frame.SetStream(f, 2)
 				resp, err = c.rt(f)
+				if err != nil || frame.Opcode(resp) != frame.OpError {
+					break
+				}
+				t.Logf("seed %d: warm-up EXECUTE answered %s; preparing again", seed, describe(resp))
+				if stmt.query == insertQ {
+					insID, insMeta = must(c.prepare(insertQ))
+				} else {
+					selID, selMeta = must(c.prepare(selectQ))
+				}
 			}
 			if err != nil || frame.Opcode(resp) != frame.OpResult {
 				t.Fatalf("seed %d: warm-up EXECUTE: %v %s", seed, err, describe(resp))
