@@ -1,0 +1,137 @@
+package fleetsim
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// smallNode keeps the CI scenario cheap: 16 threads of 5ms (3,200/s).
+func smallNode() NodeModel {
+	n := DefaultNode()
+	n.Threads = 16
+	n.MaxInFlight = 512
+	return n
+}
+
+// The CI scenario: 20 adaptive sidecars at 2x a small node, with a
+// capacity step. It asserts what holds whatever the algorithm: the same
+// seed gives the same run, the node never serves more than its capacity,
+// every figure is in range.
+func TestFleetSmallScenario(t *testing.T) {
+	sc := Uniform(smallNode(), Modes()[0], 20, 2, 20*time.Second, 7)
+	a, err := Run(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Run(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s\n%s\n%d events in %s", TableHeader, a.Row(), a.Events, a.Wall)
+	if a.Row() != b.Row() || a.Events != b.Events {
+		t.Errorf("the same seed gave two runs:\n%s\n%s", a.Row(), b.Row())
+	}
+	if a.GoodCap <= 0 || a.GoodCap > 1.05 {
+		t.Errorf("goodput/capacity %.3f; want in (0, 1.05]", a.GoodCap)
+	}
+	if !(a.Jain > 0 && a.Jain <= 1) {
+		t.Errorf("Jain %.3f; want in (0, 1]", a.Jain)
+	}
+	if a.P99Ratio < 1 || math.IsNaN(a.P99Ratio) {
+		t.Errorf("admitted p99 ratio %.2f; want >= 1 (nothing beats the unloaded p99)", a.P99Ratio)
+	}
+	if len(a.Converge) != 2 {
+		t.Errorf("%d convergence figures for 2 steps", len(a.Converge))
+	}
+	c, err := Run(Uniform(smallNode(), Modes()[0], 20, 2, 20*time.Second, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Events == a.Events {
+		t.Errorf("another seed gave the same number of events (%d)", c.Events)
+	}
+}
+
+// A node behind fleet of one fixed-limit sidecar below its capacity serves
+// everything offered: checks the model's accounting against arithmetic.
+func TestFleetModelUnderCapacity(t *testing.T) {
+	n := smallNode()
+	sc := Uniform(n, Modes()[1], 4, 0.5, 10*time.Second, 1)
+	sc.Steps = nil
+	r, err := Run(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(r.GoodTarget-1) > 0.05 || r.OverShare > 0 {
+		t.Errorf("at half capacity: goodput/target %.3f, OVERLOADED %.2f%%; want 1 and 0\n%s", r.GoodTarget, 100*r.OverShare, r.Row())
+	}
+	// M/G/16 at 50% load hardly queues: the p99 is about the unloaded one.
+	if r.P99Ratio > 1.3 {
+		t.Errorf("p99 %.2f times the unloaded p99 at half load; want about 1", r.P99Ratio)
+	}
+}
+
+// TestFleetSweep runs the full sweep (Sweep) when CQLGATE_FLEETSIM is set:
+// the table goes to stdout, PNGs to CQLGATE_FLEETSIM_OUT (default a
+// directory under the system's temporary one). CQLGATE_FLEETSIM_ONLY, a
+// regular expression, selects scenarios by name; CQLGATE_FLEETSIM_PAR runs
+// that many at once (default 1: the machine is shared).
+//
+//	CQLGATE_FLEETSIM=1 go test -run TestFleetSweep -v -timeout 60m ./internal/fleetsim
+func TestFleetSweep(t *testing.T) {
+	if os.Getenv("CQLGATE_FLEETSIM") == "" {
+		t.Skip("set CQLGATE_FLEETSIM=1 to run the full sweep")
+	}
+	out := os.Getenv("CQLGATE_FLEETSIM_OUT")
+	if out == "" {
+		out = filepath.Join(os.TempDir(), "cqlgate-fleetsim")
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var only *regexp.Regexp
+	if s := os.Getenv("CQLGATE_FLEETSIM_ONLY"); s != "" {
+		only = regexp.MustCompile(s)
+	}
+	par := 1
+	if s := os.Getenv("CQLGATE_FLEETSIM_PAR"); s != "" {
+		fmt.Sscan(s, &par)
+	}
+	var scs []Scenario
+	for _, sc := range Sweep(1) {
+		if only == nil || only.MatchString(sc.Name) {
+			scs = append(scs, sc)
+		}
+	}
+	rows := make([]string, len(scs))
+	sem := make(chan struct{}, max(par, 1))
+	var wg sync.WaitGroup
+	for i, sc := range scs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r, err := Run(sc)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			rows[i] = r.Row()
+			fmt.Printf("%s  (%d events, %s)\n", r.Row(), r.Events, r.Wall.Round(time.Millisecond))
+			name := strings.NewReplacer(", ", "_", " ", "-", "=", "", ".", "_").Replace(sc.Name)
+			if err := WritePlot(filepath.Join(out, name+".png"), r); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Printf("\n%s\n%s\n\nplots in %s\n", TableHeader, strings.Join(rows, "\n"), out)
+}

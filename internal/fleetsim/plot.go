@@ -1,0 +1,109 @@
+package fleetsim
+
+import (
+	"fmt"
+	"image/color"
+	"os"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// WritePlot draws a run into a PNG: goodput against the node's capacity
+// (top), the sum of the sidecars' limits and the requests in the node
+// against its best concurrency (middle), and the admitted p99 over the
+// unloaded p99 with the OVERLOADED share (bottom). The same layout as
+// cmd/loadgen's plots, stacked tiles sharing the time axis.
+func WritePlot(path string, r *Result) error {
+	xy := func(xs, ys []float64, scale float64) plotter.XYs {
+		out := make(plotter.XYs, 0, len(xs))
+		for i := range xs {
+			y := ys[i] * scale
+			if y != y { // NaN: no sample in that bin
+				continue
+			}
+			out = append(out, plotter.XY{X: xs[i], Y: y})
+		}
+		return out
+	}
+	flat := func(v float64) []float64 {
+		out := make([]float64, len(r.T))
+		for i := range out {
+			out[i] = v
+		}
+		return out
+	}
+	blue, red, green, grey := color.RGBA{B: 200, A: 255}, color.RGBA{R: 200, A: 255},
+		color.RGBA{G: 150, A: 255}, color.RGBA{R: 120, G: 120, B: 120, A: 255}
+
+	top := plot.New()
+	top.Title.Text = r.Name
+	top.Y.Label.Text = "requests/s"
+	top.Y.Min = 0
+	top.Legend.Top = true
+	bottom := plot.New()
+	mid := plot.New()
+	mid.Y.Label.Text = "requests"
+	mid.Y.Min = 0
+	mid.Legend.Top = true
+	bottom.X.Label.Text = "virtual seconds"
+	bottom.Y.Label.Text = "p99 / unloaded p99"
+	bottom.Y.Min = 0
+	bottom.Legend.Top = true
+	lines := []struct {
+		p    *plot.Plot
+		xys  plotter.XYs
+		name string
+		c    color.Color
+	}{
+		{top, xy(r.T, r.Capacity, 1), "node capacity", grey},
+		{top, xy(r.T, r.Goodput, 1), "goodput", blue},
+		{mid, xy(r.T, flat(float64(r.Threads)), 1), "best concurrency", grey},
+		{mid, xy(r.T, r.Limits, 1), "sum of limits", blue},
+		{mid, xy(r.T, r.InNode, 1), "in the node", red},
+		{bottom, xy(r.TL, r.Ratio, 1), "admitted p99 ratio", red},
+		{bottom, xy(r.T, r.Over, 10), "OVERLOADED share x10", green},
+	}
+	for _, l := range lines {
+		if len(l.xys) == 0 {
+			continue
+		}
+		ln, err := plotter.NewLine(l.xys)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", path, err)
+		}
+		ln.Color = l.c
+		ln.Width = vg.Points(1.5)
+		l.p.Add(ln)
+		l.p.Legend.Add(l.name, ln)
+	}
+	// The sum of fixed limits can be thousands of times the node's
+	// concurrency: cap the axis so the interesting range stays visible.
+	mid.Y.Max = min(mid.Y.Max, 8*float64(r.Threads))
+	bottom.Y.Max = min(bottom.Y.Max, 20)
+
+	img := vgimg.New(vg.Points(900), vg.Points(800))
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 3, Cols: 1, PadTop: vg.Points(6), PadBottom: vg.Points(6),
+		PadLeft: vg.Points(6), PadRight: vg.Points(12), PadY: vg.Points(12)}
+	plots := [][]*plot.Plot{{top}, {mid}, {bottom}}
+	canvases := plot.Align(plots, tiles, dc)
+	for i := range plots {
+		plots[i][0].Draw(canvases[i][0])
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return nil
+}
