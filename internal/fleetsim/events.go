@@ -24,14 +24,14 @@ func (c *clock) Now() time.Time { return c.base.Add(time.Duration(c.now)) }
 type evKind uint8
 
 const (
-	evArrival   evKind = iota // an open-loop sidecar's next request arrives
-	evIssue                   // a closed-loop client sends its next request
-	evNodeIn                  // a request reaches the node
-	evNodeDone                // the node finishes serving a request
-	evAnswer                  // the node's answer reaches the sidecar
-	evTick                    // a sidecar's Limiter.Sweep
-	evSample                  // the 100ms sampler
-	evControl                 // a scenario action (capacity step, sidecar start or stop)
+	evArrival  evKind = iota // an open-loop sidecar's next request arrives
+	evIssue                  // a closed-loop client sends its next request
+	evNodeIn                 // a request reaches the node
+	evNodeDone               // the node finishes serving a request
+	evAnswer                 // the node's answer reaches the sidecar
+	evTick                   // a sidecar's Limiter.Sweep
+	evSample                 // the 100ms sampler
+	evControl                // a scenario action (capacity step, sidecar start or stop)
 )
 
 // event is one entry of the queue. Plain fields rather than closures: a run

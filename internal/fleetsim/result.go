@@ -44,9 +44,9 @@ type Result struct {
 
 	// Series for the plot, one point per sampleEvery (latency: latencyBin).
 	T, Goodput, Capacity, Limits, InNode, Over []float64
-	TL, Ratio                                 []float64
-	Threads                                   int
-	StepsAt                                   []float64
+	TL, Ratio                                  []float64
+	Threads                                    int
+	StepsAt                                    []float64
 }
 
 // result computes the figures once the run has ended.
