@@ -3,6 +3,7 @@ package fleetsim
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 
 	"gonum.org/v1/plot"
@@ -19,16 +20,9 @@ import (
 // cmd/loadgen's plots, stacked tiles sharing the time axis.
 func WritePlot(path string, r *Result) error {
 	xy := func(xs, ys []float64, scale float64) plotter.XYs {
-		out := make(plotter.XYs, 0, len(xs))
-		for i := range xs {
-			y := ys[i] * scale
-			if y != y { // NaN: no sample in that bin
-				continue
-			}
-			out = append(out, plotter.XY{X: xs[i], Y: y})
-		}
-		return out
+		return points(xs, ys, scale, 0)
 	}
+	logXY := func(xs, ys []float64) plotter.XYs { return points(xs, ys, 1, 1) }
 	flat := func(v float64) []float64 {
 		out := make([]float64, len(r.T))
 		for i := range out {
@@ -46,8 +40,11 @@ func WritePlot(path string, r *Result) error {
 	top.Legend.Top = true
 	bottom := plot.New()
 	mid := plot.New()
-	mid.Y.Label.Text = "requests"
-	mid.Y.Min = 0
+	mid.Y.Label.Text = "requests (log)"
+	// Log scale: the sum of fixed limits can be thousands of times the
+	// node's concurrency, and the interesting range is near it.
+	mid.Y.Scale = plot.LogScale{}
+	mid.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	mid.Legend.Top = true
 	bottom.X.Label.Text = "virtual seconds"
 	bottom.Y.Label.Text = "p99 / unloaded p99"
@@ -61,9 +58,9 @@ func WritePlot(path string, r *Result) error {
 	}{
 		{top, xy(r.T, r.Capacity, 1), "node capacity", grey},
 		{top, xy(r.T, r.Goodput, 1), "goodput", blue},
-		{mid, xy(r.T, flat(float64(r.Threads)), 1), "best concurrency", grey},
-		{mid, xy(r.T, r.Limits, 1), "sum of limits", blue},
-		{mid, xy(r.T, r.InNode, 1), "in the node", red},
+		{mid, logXY(r.T, flat(float64(r.Threads))), "best concurrency", grey},
+		{mid, logXY(r.T, r.Limits), "sum of limits", blue},
+		{mid, logXY(r.T, r.InNode), "in the node", red},
 		{bottom, xy(r.TL, r.Ratio, 1), "admitted p99 ratio", red},
 		{bottom, xy(r.T, r.Over, 10), "OVERLOADED share x10", green},
 	}
@@ -80,9 +77,6 @@ func WritePlot(path string, r *Result) error {
 		l.p.Add(ln)
 		l.p.Legend.Add(l.name, ln)
 	}
-	// The sum of fixed limits can be thousands of times the node's
-	// concurrency: cap the axis so the interesting range stays visible.
-	mid.Y.Max = min(mid.Y.Max, 8*float64(r.Threads))
 	bottom.Y.Max = min(bottom.Y.Max, 20)
 
 	img := vgimg.New(vg.Points(900), vg.Points(800))
@@ -106,4 +100,18 @@ func WritePlot(path string, r *Result) error {
 		return fmt.Errorf("plot %s: %w", path, err)
 	}
 	return nil
+}
+
+// points pairs xs and ys*scale, skipping NaN (a bin without samples) and
+// raising values to at least floor (1 on a log axis, which cannot show 0).
+func points(xs, ys []float64, scale, floor float64) plotter.XYs {
+	out := make(plotter.XYs, 0, len(xs))
+	for i := range xs {
+		y := ys[i] * scale
+		if math.IsNaN(y) {
+			continue
+		}
+		out = append(out, plotter.XY{X: xs[i], Y: max(y, floor)})
+	}
+	return out
 }
