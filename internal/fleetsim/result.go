@@ -19,10 +19,13 @@ type Result struct {
 	// load.
 	GoodCap, GoodTarget float64
 	// P99 is the admitted requests' p99 latency at the client (queueing in
-	// the sidecar included); P99Ratio the p99 of each latency divided by the
-	// unloaded p99 of the moment (the node's slowdown changes it).
-	P99      time.Duration
-	P99Ratio float64
+	// the sidecar included), ClientRatio its ratio to the unloaded p99;
+	// P99Ratio is the same for the backend latency, from the write to the
+	// node to its answer, which is what the limit controls (the sidecar's
+	// queue answers to Config.QueueTarget). Each latency is divided by the
+	// unloaded p99 of its moment (the node's slowdown changes it).
+	P99                   time.Duration
+	P99Ratio, ClientRatio float64
 	// OverShare is the share of answers that were OVERLOADED (the proxy's or
 	// the node's), OverP99 their p99 latency; TimeoutShare the node's
 	// timeouts.
@@ -32,7 +35,7 @@ type Result struct {
 	// served / max-min fair share of the node given their demands.
 	Jain float64
 	// Converge is, per step, the seconds until goodput stays >= 90% of the
-	// target and the p99 ratio <= 2 for 2s (NaN: never before the next step).
+	// target and the backend p99 ratio <= 2 for 2s (NaN: never before the next step).
 	Converge []float64
 	// LimitSum is the mean of the sum of the sidecars' limits / the node's
 	// best concurrency (its threads); LimitIn20 the share of the time that
@@ -89,6 +92,7 @@ func (s *Sim) result() *Result {
 	res.LimitIn20 = float64(in20) / float64(nlim)
 	res.P99 = msDuration(st.okMs.quantile(0.99))
 	res.P99Ratio = st.okRatio.quantile(0.99)
+	res.ClientRatio = st.clientRatio.quantile(0.99)
 	res.OverP99 = msDuration(st.overMs.quantile(0.99))
 	var over, tmo uint64
 	for _, sc := range s.cars {
@@ -238,8 +242,8 @@ func (s *Sim) converge(from, to time.Duration) float64 {
 }
 
 // TableHeader and Row format results as a Markdown table.
-const TableHeader = "| scenario | K | goodput/cap | goodput/target | p99 | p99/unloaded | OVERLOADED | its p99 | timeouts | Jain | converge (s) | sum of limits / best | within 20% |\n" +
-	"|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+const TableHeader = "| scenario | K | goodput/cap | goodput/target | client p99 | its ratio | backend p99 ratio | OVERLOADED | its p99 | timeouts | Jain | converge (s) | sum of limits / best | within 20% |\n" +
+	"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 
 // Row is one line of the table.
 func (r *Result) Row() string {
@@ -251,8 +255,8 @@ func (r *Result) Row() string {
 			conv[i] = fmt.Sprintf("%.1f", c)
 		}
 	}
-	return fmt.Sprintf("| %s | %d | %.2f | %.2f | %s | %.1f | %.1f%% | %s | %.1f%% | %.2f | %s | %.2f | %.0f%% |",
-		r.Name, r.K, r.GoodCap, r.GoodTarget, ms(r.P99), r.P99Ratio, 100*r.OverShare, ms(r.OverP99),
+	return fmt.Sprintf("| %s | %d | %.2f | %.2f | %s | %.1f | %.1f | %.1f%% | %s | %.1f%% | %.2f | %s | %.2f | %.0f%% |",
+		r.Name, r.K, r.GoodCap, r.GoodTarget, ms(r.P99), r.ClientRatio, r.P99Ratio, 100*r.OverShare, ms(r.OverP99),
 		100*r.TimeoutShare, r.Jain, strings.Join(conv, " / "), r.LimitSum, 100*r.LimitIn20)
 }
 

@@ -99,7 +99,7 @@ func (s *Sim) answer(r *request) {
 func (s *Sim) finish(r *request, o limiter.Outcome) {
 	sc := r.sc
 	lat := s.clk.now - r.arrived
-	s.stats.record(s, sc, o, lat)
+	s.stats.record(s, sc, o, lat, s.clk.now-r.sent)
 	c := r.client
 	s.free(r)
 	if c < 0 || !sc.active {

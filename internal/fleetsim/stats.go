@@ -69,9 +69,14 @@ type bin struct {
 
 type stats struct {
 	bins  []bin
-	ratio []hist // per latencyBin: latency / unloaded p99, successes
+	// ratio is per latencyBin, of successes: the backend latency (write to
+	// the node to its answer, what the limit controls) / the unloaded p99.
+	ratio []hist
 
-	okMs, overMs, okRatio hist // after the warm-up
+	// After the warm-up: the client's latency of successes (the sidecar's
+	// queue included) and of OVERLOADED answers in ms, the backend and
+	// client latencies over the unloaded p99.
+	okMs, overMs, okRatio, clientRatio hist
 }
 
 func (st *stats) init(s *Sim) {
@@ -79,10 +84,10 @@ func (st *stats) init(s *Sim) {
 	st.ratio = make([]hist, s.sc.Duration/latencyBin+1)
 }
 
-// record notes a client's answer: its outcome and the latency the client
-// saw, from its request reaching the sidecar (queueing in the sidecar
-// included).
-func (st *stats) record(s *Sim, sc *sidecar, o limiter.Outcome, lat int64) {
+// record notes a client's answer: its outcome, the latency the client saw
+// from its request reaching the sidecar (queueing in the sidecar included)
+// and, for a success, the backend latency.
+func (st *stats) record(s *Sim, sc *sidecar, o limiter.Outcome, lat, backend int64) {
 	t := s.clk.now
 	b := &st.bins[t/int64(sampleEvery)]
 	ms := float64(lat) / 1e6
@@ -90,12 +95,14 @@ func (st *stats) record(s *Sim, sc *sidecar, o limiter.Outcome, lat int64) {
 	switch o {
 	case limiter.Success:
 		b.ok++
-		r := float64(lat) / float64(s.sc.Node.UnloadedP99(s.node.slow))
+		u := float64(s.sc.Node.UnloadedP99(s.node.slow))
+		r := float64(backend) / u
 		st.ratio[t/int64(latencyBin)].add(r)
 		if measuring {
 			sc.ok++
 			st.okMs.add(ms)
 			st.okRatio.add(r)
+			st.clientRatio.add(float64(lat) / u)
 		}
 	case limiter.Overloaded:
 		b.overloaded++
