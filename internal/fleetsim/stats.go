@@ -68,7 +68,7 @@ type bin struct {
 }
 
 type stats struct {
-	bins  []bin
+	bins []bin
 	// ratio is per latencyBin, of successes: the backend latency (write to
 	// the node to its answer, what the limit controls) / the unloaded p99.
 	ratio []hist
