@@ -135,3 +135,20 @@ func TestFleetSweep(t *testing.T) {
 	wg.Wait()
 	fmt.Printf("\n%s\n%s\n\nplots in %s\n", TableHeader, strings.Join(rows, "\n"), out)
 }
+
+// Sidecars whose fixed limits add up to the node's threads keep it busy
+// without a queue inside it, however much is offered: the model's queueing
+// must come only from what the sidecars let through.
+func TestFleetModelTunedFixedLimitKeepsTheNodeUnqueued(t *testing.T) {
+	n := smallNode()
+	sc := Uniform(n, Modes()[2], 4, 3, 10*time.Second, 1)
+	sc.Steps = nil
+	r, err := Run(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GoodCap < 0.85 || r.P99Ratio > 1.3 || math.Abs(r.LimitSum-1) > 0.01 {
+		t.Errorf("4 sidecars at %d each on %d threads, 3x offered: goodput/capacity %.2f, backend p99 ratio %.2f, limits %.2f; want >= 0.85, <= 1.3, 1\n%s",
+			sc.Limiter.NodeLimit, n.Threads, r.GoodCap, r.P99Ratio, r.LimitSum, r.Row())
+	}
+}
