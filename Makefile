@@ -7,6 +7,8 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 30s
 STATICCHECK_VERSION ?= v0.8.2
 SHELLCHECK ?= shellcheck
+FLEETSIM_OUT ?= $(CURDIR)/fleetsim-out
+FLEETSIM_ONLY ?=
 
 .DEFAULT_GOAL := help
 
@@ -50,6 +52,10 @@ overload: ## open loop at 2x, 5x, 10x one node's capacity through the proxy (raw
 .PHONY: overload-remote
 overload-remote: ## the same against a node 2 ms away (fault injector), the built proxy in its own process, 1 ms queue target
 	CQLGATE_OVERLOAD_LATENCY=2ms CQLGATE_OVERLOAD_PROXY=process CQLGATE_OVERLOAD_TARGET=1ms $(GO) test -v -count=1 -run '^$$' -bench '^BenchmarkOverload$$' -benchtime 1x -timeout 20m ./test/integration
+
+.PHONY: fleetsim
+fleetsim: ## the fleet simulator's sweep (no Cassandra): K = 1..1,000 sidecars, adaptive vs fixed, a table and a PNG per scenario in FLEETSIM_OUT (FLEETSIM_ONLY: a regexp on names)
+	CQLGATE_FLEETSIM=1 CQLGATE_FLEETSIM_OUT=$(FLEETSIM_OUT) CQLGATE_FLEETSIM_ONLY='$(FLEETSIM_ONLY)' $(GO) test -count=1 -run '^TestFleetSweep$$' -v -timeout 60m ./internal/fleetsim
 
 .PHONY: overload-loadgen
 overload-loadgen: ## the same steps offered by loadgen (gocql), which falls behind past about 1x on two cores
