@@ -3,15 +3,13 @@ package main
 import (
 	"fmt"
 	"image/color"
-	"os"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/cqlgate/cqlgate/internal/loadgen/driver"
+	"github.com/cqlgate/cqlgate/internal/plotpng"
 )
 
 // writePlot draws throughput (top) and p50/p99 latency (bottom) over time
@@ -51,28 +49,7 @@ func writePlot(path, title string, tl []driver.TimelinePoint) error {
 		return fmt.Errorf("plot %s: %w", path, err)
 	}
 
-	img := vgimg.New(vg.Points(900), vg.Points(600))
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: vg.Points(6), PadBottom: vg.Points(6),
-		PadLeft: vg.Points(6), PadRight: vg.Points(12), PadY: vg.Points(12)}
-	plots := [][]*plot.Plot{{top}, {bottom}}
-	canvases := plot.Align(plots, tiles, dc)
-	for i := range plots {
-		plots[i][0].Draw(canvases[i][0])
-	}
-
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("plot %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("plot %s: %w", path, err)
-	}
-	return nil
+	return plotpng.WriteStacked(path, vg.Points(900), vg.Points(600), top, bottom)
 }
 
 func addLine(p *plot.Plot, xys plotter.XYs, name string, c color.Color) error {

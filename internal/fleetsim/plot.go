@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/cqlgate/cqlgate/internal/plotpng"
 )
 
 // WritePlot draws a run into a PNG: goodput against the node's capacity
@@ -79,27 +78,7 @@ func WritePlot(path string, r *Result) error {
 	}
 	bottom.Y.Max = min(bottom.Y.Max, 20)
 
-	img := vgimg.New(vg.Points(900), vg.Points(800))
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 3, Cols: 1, PadTop: vg.Points(6), PadBottom: vg.Points(6),
-		PadLeft: vg.Points(6), PadRight: vg.Points(12), PadY: vg.Points(12)}
-	plots := [][]*plot.Plot{{top}, {mid}, {bottom}}
-	canvases := plot.Align(plots, tiles, dc)
-	for i := range plots {
-		plots[i][0].Draw(canvases[i][0])
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("plot %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("plot %s: %w", path, err)
-	}
-	return nil
+	return plotpng.WriteStacked(path, vg.Points(900), vg.Points(800), top, mid, bottom)
 }
 
 // points pairs xs and ys*scale, skipping NaN (a bin without samples) and
