@@ -55,10 +55,16 @@ func (st *statement) mayHideUnprepared(shape uint64) bool {
 	return !st.reshaped && st.shape != 0 && st.shape == shape
 }
 
+// reshapedBy reports whether st, having seen shape too, has been seen in
+// two shapes.
+func (st *statement) reshapedBy(shape uint64) bool {
+	return st.reshaped || (st.shape != 0 && shape != st.shape)
+}
+
 // reshape returns a copy of st that has seen the shape given.
 func (st *statement) reshape(shape uint64) *statement {
 	next := *st
-	next.reshaped = st.reshaped || (st.shape != 0 && shape != st.shape)
+	next.reshaped = st.reshapedBy(shape)
 	next.shape = shape
 	return &next
 }
@@ -112,7 +118,7 @@ func (p *Proxy) remember(id []byte, query, keyspace string, version byte, role *
 	}
 	st := p.newStatement(id, query, keyspace, meta)
 	if known {
-		st.reshaped = old.reshape(shape).reshaped
+		st.reshaped = old.reshapedBy(shape)
 	}
 	p.prep.add(id, st)
 	go func() {
