@@ -64,10 +64,12 @@ type QueryParams struct {
 	// NowInSeconds is the "now" the request runs at (v5, QueryFlagNowInSeconds).
 	NowInSeconds int32
 
-	version     byte
-	values      []byte // the values after their [short] count
-	flagsOffset int    // offset of <flags> in the body
-	tsOffset    int    // offset in the body where <timestamp> is or would go
+	version        byte
+	values         []byte // the values after their [short] count
+	valuesOffset   int    // offset of values in the body
+	flagsOffset    int    // offset of <flags> in the body
+	tsOffset       int    // offset in the body where <timestamp> is or would go
+	keyspaceOffset int    // offset of Keyspace in the body
 }
 
 // HasTimestamp reports whether the request carries a default timestamp.
@@ -231,6 +233,7 @@ func parseParams(version byte, body []byte, off int) (QueryParams, error) {
 		}
 		p.ValueCount = int(n)
 		p.values = start[: len(start)-len(b) : len(start)-len(b)]
+		p.valuesOffset = len(body) - len(start)
 	}
 	if flags&QueryFlagPageSize != 0 {
 		if p.PageSize, b, ok = readInt(b); !ok {
@@ -262,6 +265,7 @@ func parseParams(version byte, body []byte, off int) (QueryParams, error) {
 		if p.Keyspace, b, ok = readShortBytes(b); !ok {
 			return QueryParams{}, short("keyspace")
 		}
+		p.keyspaceOffset = len(body) - len(b) - len(p.Keyspace)
 	}
 	if flags&QueryFlagNowInSeconds != 0 {
 		if p.NowInSeconds, _, ok = readInt(b); !ok {
@@ -360,17 +364,23 @@ func AppendWithTimestamp(dst []byte, version, opcode byte, body []byte, ts int64
 	if p.HasTimestamp() {
 		return append(dst, body...), false, nil
 	}
-	dst = append(dst, body[:p.flagsOffset]...)
-	flags := p.Flags | QueryFlagDefaultTimestamp
-	if p.version >= V5 {
+	return insertTimestamp(dst, body, p.version, p.Flags, p.flagsOffset, p.tsOffset, ts), true, nil
+}
+
+// insertTimestamp appends b to dst with QueryFlagDefaultTimestamp added to
+// the flags at b[flagsAt:] and the timestamp ts inserted at b[tsAt:].
+func insertTimestamp(dst, b []byte, version byte, flags uint32, flagsAt, tsAt int, ts int64) []byte {
+	dst = append(dst, b[:flagsAt]...)
+	flags |= QueryFlagDefaultTimestamp
+	if version >= V5 {
 		dst = binary.BigEndian.AppendUint32(dst, flags)
-		dst = append(dst, body[p.flagsOffset+4:p.tsOffset]...)
+		dst = append(dst, b[flagsAt+4:tsAt]...)
 	} else {
 		dst = append(dst, byte(flags))
-		dst = append(dst, body[p.flagsOffset+1:p.tsOffset]...)
+		dst = append(dst, b[flagsAt+1:tsAt]...)
 	}
 	dst = binary.BigEndian.AppendUint64(dst, uint64(ts))
-	return append(dst, body[p.tsOffset:]...), true, nil
+	return append(dst, b[tsAt:]...)
 }
 
 // AppendFrameWithTimestamp is AppendWithTimestamp for the whole request

@@ -366,10 +366,15 @@ func TestRoutingDecodersDoNotAllocate(t *testing.T) {
 	idx := []uint16{1, 0}
 	dst := make([][]byte, 0, 2)
 	batch := routingLibBody(t, V5, testBatch(V5))
+	frame := routingLibFrame(t, V5, requestMessages(V5, opts)[1], map[string][]byte{"k": {1}})
 	for name, f := range map[string]func(){
 		"ParseQueryParams": func() { _, _ = ParseQueryParams(V5, OpExecute, body) },
 		"ExecuteValues":    func() { _, _ = ExecuteValues(V5, body, idx, dst) },
 		"Consistency":      func() { _, _ = Consistency(V5, OpExecute, body) },
+		"ParseRequest": func() {
+			r, _ := ParseRequest(frame)
+			_, _ = r.Values(frame, idx, dst)
+		},
 		"ParseBatch": func() {
 			b, _ := ParseBatch(V5, batch)
 			it := b.Children()

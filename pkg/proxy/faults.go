@@ -100,7 +100,7 @@ func (r *request) OnTimeout(*backend.Conn) {
 	r.c.p.metrics.proxyError(frame.ErrCodeServer)
 	msg := timeoutMessage(r.c.p.cfg.RequestTimeout)
 	r.noteError(frame.ErrCodeServer, len(msg))
-	r.c.sendError(r.stream, frame.ErrCodeServer, msg)
+	r.c.sendError(r.view.Stream, frame.ErrCodeServer, msg)
 }
 
 // timeoutMessage is the error message of a request past --request-timeout.

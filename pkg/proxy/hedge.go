@@ -202,7 +202,7 @@ type hedgeState struct {
 // It runs before the request is queued to its node.
 func (c *client) armHedge(req *request) {
 	h := c.p.hedging
-	if h.maxExtra.Load() == 0 || req.op != frame.OpExecute || req.st == nil {
+	if h.maxExtra.Load() == 0 || req.view.Opcode != frame.OpExecute || req.st == nil {
 		return
 	}
 	if nt := c.p.nodeTable.Load(); nt == nil || nt.upCount < 2 || (req.cands != nil && len(req.cands) < 2) {
@@ -241,16 +241,22 @@ func (c *client) armHedge(req *request) {
 // copy of it writes identical cells. It reports false if the request cannot
 // be given one (it is then not hedged).
 func addTimestamp(req *request, now time.Time) bool {
-	out, added, err := frame.AppendFrameWithTimestamp(nil, req.buf.B, now.UnixMicro())
-	if err != nil {
+	v := &req.view
+	if !v.HasParams() {
 		return false
 	}
-	if added {
-		b := frame.GetBuf(len(out))
-		copy(b.B, out)
-		req.buf.Release()
-		req.buf = b
+	if v.HasTimestamp() {
+		return true
 	}
+	b := frame.GetBuf(len(req.buf.B) + 8)
+	out, _, err := v.WithTimestamp(b.B[:0], req.buf.B, now.UnixMicro())
+	if err != nil {
+		b.Release()
+		return false
+	}
+	b.B = out
+	req.buf.Release()
+	req.buf = b
 	return true
 }
 
@@ -312,7 +318,7 @@ func (r *request) Hedge(token uint64) {
 	again := int32(hs.hedges) < h.maxExtra.Load()
 	hs.mu.Unlock()
 	h.started.Inc()
-	r.c.p.metrics.request(r.op)
+	r.c.p.metrics.request(r.view.Opcode)
 
 	if err := conn.QueueBy(a.buf.B, a, r.deadline); err != nil {
 		a.permit.Release(limiter.Dropped, 0)
@@ -466,7 +472,7 @@ func (r *request) settle(conn *backend.Conn, resp *frame.Buf, from *attempt) {
 		if r.stmt != nil {
 			r.noteAnswer(resp.B)
 		}
-		frame.SetStream(resp.B, r.stream)
+		frame.SetStream(resp.B, r.view.Stream)
 		if conn != nil {
 			c.sendFrom(conn, resp)
 		} else {
@@ -501,13 +507,13 @@ func (r *request) settle(conn *backend.Conn, resp *frame.Buf, from *attempt) {
 			if r.stmt != nil {
 				r.noteAnswer(held.B)
 			}
-			frame.SetStream(held.B, r.stream)
+			frame.SetStream(held.B, r.view.Stream)
 			c.send(held)
 			held = nil
 		} else {
 			c.p.metrics.proxyError(frame.ErrCodeServer)
 			r.respKind, r.respCode, r.respBytes = respError, frame.ErrCodeServer, 120 // about the message below
-			c.sendError(r.stream, frame.ErrCodeServer, "cqlgate: the connections to Cassandra were lost before any response; the request may or may not have been executed")
+			c.sendError(r.view.Stream, frame.ErrCodeServer, "cqlgate: the connections to Cassandra were lost before any response; the request may or may not have been executed")
 		}
 	}
 	if held != nil {
@@ -535,6 +541,6 @@ func (r *request) hedgedTimeout() {
 		r.c.p.metrics.proxyError(frame.ErrCodeServer)
 		msg := timeoutMessage(r.c.p.cfg.RequestTimeout)
 		r.noteError(frame.ErrCodeServer, len(msg))
-		r.c.sendError(r.stream, frame.ErrCodeServer, msg)
+		r.c.sendError(r.view.Stream, frame.ErrCodeServer, msg)
 	}
 }

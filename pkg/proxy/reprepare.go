@@ -23,7 +23,7 @@ import (
 // to the client as is: the statement is unknown to the proxy, or its
 // columns are known to have changed (see statement.mayHideUnprepared).
 func (r *request) reprepare(conn *backend.Conn, resp *frame.Buf) bool {
-	if (r.op != frame.OpExecute && r.op != frame.OpBatch) || r.reprepares >= maxReprepares {
+	if (r.view.Opcode != frame.OpExecute && r.view.Opcode != frame.OpBatch) || r.reprepares >= maxReprepares {
 		return false
 	}
 	if code, _, err := frame.ErrorCode(resultBody(resp.B)); err != nil || code != frame.ErrCodeUnprepared {
@@ -82,15 +82,11 @@ func (r *request) prepareAndResend(id []byte, st *statement, node *backend.Node)
 // metadata id the node now gives its statement: the rows' shape the client
 // expects. Earlier versions and BATCH carry none (true).
 func (r *request) holdsResultMetadata(meta *frame.PreparedMeta) bool {
-	if r.c.version < frame.V5 || r.op != frame.OpExecute {
+	if r.c.version < frame.V5 || r.view.Opcode != frame.OpExecute {
 		return true
 	}
-	body, err := frame.MessageBody(r.buf.B)
-	if err != nil {
-		return false
-	}
-	id, err := frame.ExecuteResultMetadataID(body)
-	return err == nil && bytes.Equal(id, meta.ResultMetadataID)
+	id := r.view.ResultMetadataID(r.buf.B)
+	return id != nil && bytes.Equal(id, meta.ResultMetadataID)
 }
 
 // passUnprepared answers the client with the UNPREPARED answer the node
@@ -98,7 +94,7 @@ func (r *request) holdsResultMetadata(meta *frame.PreparedMeta) bool {
 func (r *request) passUnprepared() {
 	resp := r.unprepared
 	r.unprepared = nil
-	frame.SetStream(resp.B, r.stream)
+	frame.SetStream(resp.B, r.view.Stream)
 	r.c.send(resp)
 	r.finish()
 }

@@ -55,13 +55,16 @@ const maxRetries = 2
 // Every path ends in finishAt, the one exit: the limiter gets the permit
 // back, the histograms their sample, the pools the frame and the request.
 type request struct {
-	c      *client
-	buf    *frame.Buf // the request frame; its stream id is rewritten per send
-	stream int16      // the client's stream id
-	op     byte
-	pool   *backend.Pool
-	node   *backend.Node // where it was last sent
-	start  time.Time
+	c   *client
+	buf *frame.Buf // the request frame; its stream id is rewritten per send
+	// view is buf read once (frame.ParseRequest): its opcode, the client's
+	// stream id, where its statement id, values and parameters are.
+	// Routing, idempotency, timestamping and statistics read it instead of
+	// parsing the frame again; whoever rewrites buf keeps it true.
+	view  frame.Request
+	pool  *backend.Pool
+	node  *backend.Node // where it was last sent
+	start time.Time
 	// deadline (unix nanoseconds) is start plus the request timeout: the
 	// time queued for a permit counts against it.
 	deadline int64
@@ -158,22 +161,17 @@ func (c *client) handle(b *frame.Buf) {
 		return
 	}
 	req := requestPool.Get().(*request)
-	*req = request{c: c, buf: b, stream: h.Stream, op: h.Opcode, pool: c.pool.Load()}
-	// The message, after the custom payload a client may send with any
-	// request (drivers expose it; PayloadKey uses it).
-	body, err := frame.MessageBody(b.B)
-	if err != nil {
+	*req = request{c: c, buf: b, pool: c.pool.Load()}
+	var err error
+	if req.view, err = frame.ParseRequest(b.B); err != nil {
 		c.reject(req, frame.ErrCodeProtocol, "Invalid "+frame.OpcodeName(h.Opcode)+" message: "+err.Error())
 		return
 	}
+	v := &req.view
 
 	switch h.Opcode {
 	case frame.OpQuery:
-		q, err := frame.QueryString(body)
-		if err != nil {
-			c.reject(req, frame.ErrCodeProtocol, "Invalid QUERY message: "+err.Error())
-			return
-		}
+		q := v.Text(b.B)
 		if t := systables.Classify(q, *c.keyspace.Load()); t != systables.TableNone {
 			req.table = t
 		} else if ks, ok := systables.ParseUse(q); ok {
@@ -182,23 +180,17 @@ func (c *client) handle(b *frame.Buf) {
 		}
 		req.query = q
 	case frame.OpPrepare:
-		q, err := frame.QueryString(body)
-		if err != nil {
-			c.reject(req, frame.ErrCodeProtocol, "Invalid PREPARE message: "+err.Error())
-			return
-		}
+		q := v.Text(b.B)
 		req.prepQuery = string(q)
-		if req.prepKS, _ = frame.PrepareKeyspace(c.version, body); req.prepKS == "" {
+		if req.prepKS = string(v.Keyspace(b.B)); req.prepKS == "" {
 			req.prepKS = *c.keyspace.Load()
 		}
 		req.table = systables.Classify(q, req.prepKS)
 	case frame.OpExecute:
 		if sys := c.p.systemStatements.Load(); sys != nil {
-			if id, err := frame.ExecuteID(body); err == nil {
-				if req.table = (*sys)[string(id)]; req.table != systables.TableNone {
-					// The rewrite needs the column names.
-					clearSkipMetadata(c.version, body)
-				}
+			if req.table = (*sys)[string(v.ID(b.B))]; req.table != systables.TableNone {
+				// The rewrite needs the column names.
+				v.ClearSkipMetadata(b.B)
 			}
 		}
 	case frame.OpBatch:
@@ -206,7 +198,7 @@ func (c *client) handle(b *frame.Buf) {
 		c.answer(req, frame.AppendSupported(nil, c.version, h.Stream, c.p.supported()))
 		return
 	case frame.OpRegister:
-		c.register(req, body)
+		c.register(req, v.Body(b.B))
 		return
 	case frame.OpStartup:
 		c.reject(req, frame.ErrCodeProtocol, "Unexpected message STARTUP, the connection is already initialized")
@@ -238,7 +230,7 @@ func (c *client) forward(req *request) {
 	// time it sat behind the rest of its burst.
 	req.start = c.in.At()
 	req.deadline = req.start.UnixNano() + int64(c.p.cfg.RequestTimeout)
-	c.p.metrics.request(req.op)
+	c.p.metrics.request(req.view.Opcode)
 	if c.who.requests != nil {
 		c.who.requests.Inc()
 	}
@@ -447,7 +439,7 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 		}
 	case frame.OpResult:
 		switch {
-		case r.table != systables.TableNone && r.op == frame.OpPrepare:
+		case r.table != systables.TableNone && r.view.Opcode == frame.OpPrepare:
 			if id, err := frame.PreparedID(resultBody(resp.B)); err == nil {
 				c.p.rememberSystemStatement(id, r.table)
 				// Like any statement: prepared on the other nodes too, and
@@ -476,7 +468,7 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 	if r.stmt != nil {
 		r.noteAnswer(resp.B)
 	}
-	frame.SetStream(resp.B, r.stream)
+	frame.SetStream(resp.B, r.view.Stream)
 	c.sendFrom(conn, resp)
 	r.finishAt(conn.ReadAt())
 }
@@ -489,7 +481,7 @@ func (r *request) fail(code int32, msg string) { r.failAt(code, msg, time.Now())
 // out, the error waits for it like any error answer.
 func (r *request) failAt(code int32, msg string, now time.Time) {
 	if r.armed {
-		f := frame.AppendError(nil, r.c.version, r.stream, code, msg)
+		f := frame.AppendError(nil, r.c.version, r.view.Stream, code, msg)
 		b := frame.GetBuf(len(f))
 		copy(b.B, f)
 		if r.primaryAnswered(nil, b) {
@@ -499,7 +491,7 @@ func (r *request) failAt(code int32, msg string, now time.Time) {
 	}
 	r.c.p.metrics.proxyError(code)
 	r.noteError(code, len(msg))
-	r.c.sendError(r.stream, code, msg)
+	r.c.sendError(r.view.Stream, code, msg)
 	r.finishAt(now)
 }
 
@@ -554,7 +546,7 @@ func (c *client) answer(req *request, f []byte) {
 // reject answers a request the proxy refuses with an ERROR.
 func (c *client) reject(req *request, code int32, msg string) {
 	c.p.metrics.proxyError(code)
-	c.answer(req, frame.AppendError(nil, c.version, req.stream, code, msg))
+	c.answer(req, frame.AppendError(nil, c.version, req.view.Stream, code, msg))
 }
 
 func (c *client) protocolError(b *frame.Buf, stream int16, msg string) {

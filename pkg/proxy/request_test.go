@@ -8,30 +8,6 @@ import (
 	"github.com/cqlgate/cqlgate/pkg/systables"
 )
 
-func TestClearSkipMetadata(t *testing.T) {
-	id := []byte{0, 3, 'a', 'b', 'c'}
-	for _, tc := range []struct {
-		name    string
-		version byte
-		body    []byte
-		want    []byte
-	}{
-		{"v4", frame.V4, cat(id, []byte{0, 1, 0x07}), cat(id, []byte{0, 1, 0x05})},
-		{"v4 flag unset", frame.V4, cat(id, []byte{0, 1, 0x05}), cat(id, []byte{0, 1, 0x05})},
-		{"v5", frame.V5, cat(id, []byte{0, 1, 'm'}, []byte{0, 1, 0, 0, 0, 0x03}), cat(id, []byte{0, 1, 'm'}, []byte{0, 1, 0, 0, 0, 0x01})},
-		{"truncated", frame.V4, []byte{0, 9, 'a'}, []byte{0, 9, 'a'}},
-		{"empty", frame.V5, nil, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := append([]byte(nil), tc.body...)
-			clearSkipMetadata(tc.version, got)
-			if !bytes.Equal(got, tc.want) {
-				t.Errorf("got %x; want %x", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestResultBody(t *testing.T) {
 	result := []byte{0, 0, 0, 1} // RESULT Void
 	tracing := bytes.Repeat([]byte{9}, 16)

@@ -83,31 +83,22 @@ func (p *Proxy) setNodeTable(up []*backend.Node) {
 // req.cands nil (any node) otherwise. It also remembers the statement, for
 // idempotency.
 func (c *client) route(req *request) {
-	body, err := frame.MessageBody(req.buf.B) // past a custom payload
-	if err != nil {
+	v := &req.view
+	// A batch goes where its first statement's partition lives: for the
+	// usual single-partition batch, that is every statement's. The view
+	// has the id of an EXECUTE and of a batch's first child.
+	if v.Opcode != frame.OpExecute && v.Opcode != frame.OpBatch {
 		return
 	}
-	var id []byte
-	var child frame.BatchChild
-	switch req.op {
-	case frame.OpExecute:
-		id, err = frame.ExecuteID(body)
-	case frame.OpBatch:
-		// A batch goes where its first statement's partition lives: for
-		// the usual single-partition batch, that is every statement's.
-		child, err = firstBatchChild(c.version, body)
-		id = child.ID
-	default:
-		return
-	}
-	if err != nil || id == nil {
+	id := v.ID(req.buf.B)
+	if id == nil {
 		return
 	}
 	st, ok := c.p.prep.get(id)
 	if !ok {
 		return
 	}
-	if req.op == frame.OpExecute {
+	if req.view.Opcode == frame.OpExecute {
 		req.st = st
 	}
 	if len(st.pk) == 0 {
@@ -122,12 +113,7 @@ func (c *client) route(req *request) {
 	if place == nil {
 		return
 	}
-	var vals [][]byte
-	if req.op == frame.OpExecute {
-		vals, err = frame.ExecuteValues(c.version, body, st.pk, req.vals[:0])
-	} else {
-		vals, err = child.Values(st.pk, req.vals[:0])
-	}
+	vals, err := v.Values(req.buf.B, st.pk, req.vals[:0])
 	if err != nil {
 		return
 	}
@@ -157,21 +143,6 @@ func pickReplicas(nt *nodeTable, replicas []int, dst []limiter.NodeID) []limiter
 	return dst
 }
 
-// firstBatchChild returns a BATCH's first statement when it is a prepared
-// one (its ID is nil otherwise).
-func firstBatchChild(version byte, body []byte) (frame.BatchChild, error) {
-	b, err := frame.ParseBatch(version, body)
-	if err != nil {
-		return frame.BatchChild{}, err
-	}
-	it := b.Children()
-	child, ok := it.Next()
-	if !ok || child.Kind != frame.BatchChildPrepared {
-		return frame.BatchChild{}, nil
-	}
-	return child, nil
-}
-
 // idempotent tells whether running the request twice is safe, so that it
 // may be sent again after its connection died with it in flight, or hedged.
 // It is computed only when needed: from the prepared statement's cached
@@ -188,51 +159,39 @@ func (r *request) idempotent() bool {
 }
 
 func (r *request) decideIdempotent() bool {
-	c := r.c
-	body, err := frame.MessageBody(r.buf.B)
-	if err != nil {
-		return false
-	}
-	if v, ok := payloadVerdict(r.buf.B); ok && r.op != frame.OpQuery {
+	c, v, f := r.c, &r.view, r.buf.B
+	if verdict, ok := payloadVerdict(f); ok && v.Opcode != frame.OpQuery {
 		// The client says so (a QUERY's text may be anything, even DDL).
-		return v
+		return verdict
 	}
-	if cl, err := frame.Consistency(c.version, r.op, body); err != nil || !idempotency.ConsistencyIdempotent(cl) {
+	if !v.HasParams() || !idempotency.ConsistencyIdempotent(v.Consistency) {
 		return false
 	}
-	switch r.op {
+	switch v.Opcode {
 	case frame.OpExecute:
 		return r.st != nil && r.st.idempotent
 	case frame.OpQuery:
-		q, err := frame.QueryString(body)
-		if err != nil {
-			return false
-		}
-		cs := c.p.classifier.Classify(string(q), *c.keyspace.Load(), nil)
+		cs := c.p.classifier.Classify(string(v.Text(f)), *c.keyspace.Load(), nil)
 		return cs.Idempotent && !cs.ListOverwrite
 	case frame.OpBatch:
-		b, err := frame.ParseBatch(c.version, body)
-		if err != nil {
+		if v.BatchType == idempotency.BatchCounter {
 			return false
 		}
-		if b.Type == idempotency.BatchCounter {
-			return false
-		}
-		it := b.Children()
+		it := v.Children(f)
 		for {
 			child, ok := it.Next()
 			if !ok {
-				return b.Count > 0
+				return v.BatchCount > 0
 			}
-			var v bool
+			var idem bool
 			if child.Kind == frame.BatchChildPrepared {
 				st, found := c.p.prep.get(child.ID)
-				v = found && st.idempotent
+				idem = found && st.idempotent
 			} else {
 				cs := c.p.classifier.Classify(string(child.Query), *c.keyspace.Load(), nil)
-				v = cs.Idempotent && !cs.ListOverwrite
+				idem = cs.Idempotent && !cs.ListOverwrite
 			}
-			if !v {
+			if !idem {
 				return false
 			}
 		}

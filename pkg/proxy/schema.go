@@ -34,7 +34,7 @@ func (r *request) answerAfterSchemaAgreement(resp *frame.Buf) {
 		// and the proxy's peers rows must show the new version too.
 		c.p.noteLocal(systables.LocalInfo{SchemaVersion: v})
 	}
-	frame.SetStream(resp.B, r.stream)
+	frame.SetStream(resp.B, r.view.Stream)
 	c.send(resp)
 	r.finish()
 }

@@ -48,14 +48,11 @@ func (p *Proxy) statementOf(req *request) *stmtstats.Entry {
 	if t == nil {
 		return nil
 	}
-	if req.op == frame.OpQuery {
+	if req.view.Opcode == frame.OpQuery {
 		return req.c.lastQuery.lookup(t, req.query, req.c.keyspace.Load())
 	}
-	body, err := frame.MessageBody(req.buf.B)
-	if err != nil {
-		return nil
-	}
-	switch req.op {
+	v, f := &req.view, req.buf.B
+	switch v.Opcode {
 	case frame.OpExecute:
 		st := req.st
 		if st != nil && st.stats != nil {
@@ -63,8 +60,8 @@ func (p *Proxy) statementOf(req *request) *stmtstats.Entry {
 				return e
 			}
 		}
-		id, err := frame.ExecuteID(body)
-		if err != nil {
+		id := v.ID(f)
+		if id == nil {
 			return nil
 		}
 		e := t.Prepared(id, func() (string, string) { return p.describe(id) })
@@ -73,13 +70,12 @@ func (p *Proxy) statementOf(req *request) *stmtstats.Entry {
 		}
 		return e
 	case frame.OpBatch:
-		b, err := frame.ParseBatch(req.c.version, body)
-		if err != nil {
+		if !v.HasParams() {
 			return nil
 		}
 		var buf [maxBatchStats]stmtstats.BatchChild
 		children := buf[:0]
-		it := b.Children()
+		it := v.Children(f)
 		for child, ok := it.Next(); ok && len(children) < maxBatchStats; child, ok = it.Next() {
 			if child.Kind == frame.BatchChildPrepared {
 				children = append(children, stmtstats.BatchChild{ID: child.ID})
@@ -87,7 +83,7 @@ func (p *Proxy) statementOf(req *request) *stmtstats.Entry {
 				children = append(children, stmtstats.BatchChild{Query: child.Query})
 			}
 		}
-		return t.Batch(b.Type, *req.c.keyspace.Load(), children, func(id []byte) string {
+		return t.Batch(v.BatchType, *req.c.keyspace.Load(), children, func(id []byte) string {
 			q, _ := p.describe(id)
 			return q
 		})

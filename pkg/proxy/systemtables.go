@@ -46,26 +46,3 @@ func (c *client) rewriteSystem(t systables.Table, resp *frame.Buf) *frame.Buf {
 	copy(frame.Body(b.B), out)
 	return b
 }
-
-// clearSkipMetadata clears the skip_metadata flag (0x02) of an EXECUTE
-// body in place: <id>[<result_metadata_id> in v5]<consistency><flags>.
-func clearSkipMetadata(version byte, body []byte) {
-	off := 0
-	ids := 1
-	if version >= frame.V5 {
-		ids = 2
-	}
-	for i := 0; i < ids; i++ {
-		if len(body) < off+2 {
-			return
-		}
-		off += 2 + (int(body[off])<<8 | int(body[off+1]))
-	}
-	off += 2 // consistency
-	if version >= frame.V5 {
-		off += 3 // flags are a 4-byte int; the flag is in its last byte
-	}
-	if off < len(body) {
-		body[off] &^= 0x02
-	}
-}

@@ -31,7 +31,7 @@ func (c *client) register(req *request, body []byte) {
 			return
 		}
 	}
-	c.answer(req, frame.AppendReady(nil, c.version, req.stream))
+	c.answer(req, frame.AppendReady(nil, c.version, req.view.Stream))
 }
 
 // use switches the client to the pool whose connections have ks as their
@@ -47,7 +47,7 @@ func (c *client) use(req *request, ks string) {
 		var se *backend.ServerError
 		if errors.As(err, &se) {
 			// Cassandra refused the USE (e.g. no such keyspace): relay it.
-			c.answer(req, frame.AppendFrame(nil, c.version, true, 0, req.stream, frame.OpError, se.Body))
+			c.answer(req, frame.AppendFrame(nil, c.version, true, 0, req.view.Stream, frame.OpError, se.Body))
 			return
 		}
 		c.log.Warn("cannot open pool for keyspace", zap.String("keyspace", ks), zap.Error(err))
