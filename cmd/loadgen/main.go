@@ -15,6 +15,10 @@
 //
 // docs/loadgen.md describes the measurements; run "loadgen COMMAND -h" for
 // every flag.
+//
+// Outside its tests it must not import the proxy's packages (only
+// internal/loadgen and internal/plotpng): it measures the proxy from the
+// outside, as an application would.
 package main
 
 import (

@@ -4,6 +4,9 @@
 // java, and the Java driver 4.x jars, which Maven fetches once into
 // ~/.cache/cqlgate. A missing driver fails the test unless its skip
 // variable is set (CQLGATE_SKIP_PYTHON=1, CQLGATE_SKIP_JAVA=1).
+//
+// It only locates and installs drivers; it must not run them or know what a
+// test does with them.
 package extdrivers
 
 import (

@@ -8,6 +8,9 @@
 // on one goroutine from an event queue (no sleeps, no goroutine per request),
 // and all randomness comes from one seeded generator, so a seed reproduces a
 // run exactly (see Run).
+//
+// It owns the model node and the virtual clock; it must not copy or fork
+// limiter logic: a change to pkg/limiter is what it measures.
 package fleetsim
 
 import "time"
