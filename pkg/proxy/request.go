@@ -174,13 +174,13 @@ func (c *client) handle(b *frame.Buf) {
 			c.reject(req, frame.ErrCodeProtocol, "Invalid QUERY message: "+err.Error())
 			return
 		}
+		req.query = q // for the statement statistics, a USE's too
 		if t := systables.Classify(q, *c.keyspace.Load()); t != systables.TableNone {
 			req.table = t
 		} else if ks, ok := systables.ParseUse(q); ok {
 			c.use(req, ks)
 			return
 		}
-		req.query = q
 	case frame.OpPrepare:
 		q, err := frame.QueryString(body)
 		if err != nil {
