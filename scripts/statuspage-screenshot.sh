@@ -7,7 +7,7 @@
 # what it started.
 #
 # Environment (optional): SHOT_LISTEN, SHOT_ADMIN (proxy addresses; 127.0.0.1:29043, :29181),
-# SHOT_WIDTH, SHOT_HEIGHT (the window, 1280x1000).
+# SHOT_WIDTH, SHOT_HEIGHT (the window, 1280x560).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,10 +42,13 @@ done
 curl -fsS "http://$admin/readyz" >/dev/null
 
 "$work/loadgen" setup --hosts "$listen" --rows 10000 >/dev/null
+"$work/loadgen" multiget --hosts "$listen" --setup --batches 1 --quiet >/dev/null
+# The page is to show the workload, not the setup's inserts.
+curl -fsS -X POST "http://$admin/statements/reset" >/dev/null
 "$work/loadgen" run --hosts "$listen" --workload mixed --read-ratio 0.8 --keys zipf \
   --rows 10000 --workers 16 --duration 40s --quiet >/dev/null &
 pids+=($!)
-"$work/loadgen" multiget --hosts "$listen" --batches 400 --partitions 50 --quiet >/dev/null 2>&1 &
+"$work/loadgen" multiget --hosts "$listen" --batches 100 --partitions 50 --quiet >/dev/null &
 pids+=($!)
 
 # The page's rates are per second since its previous render: render it once, then shoot.
@@ -55,7 +58,7 @@ sleep 2
 "$chromium" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
   --disable-background-networking --disable-component-update --disable-sync \
   --user-data-dir="$work/profile" --hide-scrollbars \
-  --window-size="${SHOT_WIDTH:-1280},${SHOT_HEIGHT:-1000}" \
+  --window-size="${SHOT_WIDTH:-1280},${SHOT_HEIGHT:-560}" \
   --screenshot="$out" "http://$admin/" 2>"$work/chromium.log" || {
   cat "$work/chromium.log" >&2
   exit 1
