@@ -1,6 +1,7 @@
 package stmtstats
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"hash/fnv"
@@ -47,6 +48,9 @@ const (
 	// longer ones are normalized on every request.
 	maxCachedText = 4096
 	textShards    = 16
+	// maxBatchFingerprints is how many statements of a BATCH are looked at
+	// for its text (the proxy passes at most 32).
+	maxBatchFingerprints = 32
 )
 
 // Info describes a statement when it is first seen.
@@ -270,24 +274,43 @@ type BatchChild struct {
 
 // Batch returns the entry of a BATCH of type typ (the protocol's number)
 // run in keyspace with the given statements, creating it if needed. Query
-// children are fingerprinted through the text cache.
+// children are fingerprinted through the text cache. A run of one statement
+// repeated (an application writing N rows in one batch) counts once, so
+// that batches of 2 or 30 such statements are one entry, whose text shows
+// the run as "...".
 func (t *Table) Batch(typ byte, keyspace string, children []BatchChild, describe func(id []byte) string) *Entry {
 	h := fnv.New64a()
 	h.Write([]byte{byte(KindBatch), typ})
-	var fps [16]uint64
+	var fps [maxBatchFingerprints]uint64
+	var repeat [maxBatchFingerprints]bool // child i repeats child i-1
+	inRun := false
+	var prevFP uint64
 	for i, c := range children {
 		var fp uint64
+		if c.ID == nil {
+			fp = t.Query(c.Query, keyspace).fp
+		}
+		same := i > 0 && (c.ID == nil) == (children[i-1].ID == nil) &&
+			(c.ID != nil && bytes.Equal(c.ID, children[i-1].ID) || c.ID == nil && fp == prevFP)
+		prevFP = fp
+		if i < len(fps) {
+			fps[i], repeat[i] = fp, same
+		}
+		if same {
+			if !inRun {
+				h.Write([]byte{2})
+				inRun = true
+			}
+			continue
+		}
+		inRun = false
 		if c.ID != nil {
 			h.Write([]byte{1})
 			h.Write(c.ID)
 		} else {
-			fp = t.Query(c.Query, keyspace).fp
 			var b [9]byte
 			binary.BigEndian.PutUint64(b[1:], fp)
 			h.Write(b[:])
-		}
-		if i < len(fps) {
-			fps[i] = fp
 		}
 	}
 	key := h.Sum64()
@@ -303,6 +326,12 @@ func (t *Table) Batch(typ byte, keyspace string, children []BatchChild, describe
 	for i, c := range children {
 		if sb.Len() > t.cfg.MaxTextBytes {
 			break
+		}
+		if i < len(repeat) && repeat[i] {
+			if !repeat[i-1] {
+				sb.WriteString(" ...")
+			}
+			continue
 		}
 		var text string
 		var ci Info
