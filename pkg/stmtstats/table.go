@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+	"weak"
 
 	"github.com/cqlgate/cqlgate/pkg/idempotency"
 )
@@ -98,8 +99,10 @@ type textShard struct {
 
 type textEntry struct {
 	keyspace string
-	fp       uint64
-	e        *Entry
+	// e is weak: an entry evicted from the table is garbage once the
+	// requests that hold it end, though texts of it stay cached, so that
+	// the table's memory is bounded by its entries, not by the cache.
+	e weak.Pointer[Entry]
 }
 
 // New returns an empty Table.
@@ -141,8 +144,15 @@ func (t *Table) Len() int {
 	return len(t.list)
 }
 
-// textBudget is the bytes of query texts one cache shard may hold.
+// textBudget is the bytes one cache shard may hold: its texts, each
+// charged textOverhead more.
 func (t *Table) textBudget() int { return t.cfg.MaxEntries * 1024 / textShards }
+
+// textOverhead is what a cached text costs beyond its bytes: its map slot
+// (key and value headers, at the map's load), its one-element entry slice,
+// and the rounding of both allocations to Go's size classes.
+// TestCarelessQueriesFold measures the whole cache against the budget.
+const textOverhead = 192
 
 // Query returns the entry of a QUERY string run in keyspace (the client's
 // current one), creating it if needed. A repeated text costs a hash and a
@@ -154,16 +164,18 @@ func (t *Table) Query(q []byte, keyspace string) *Entry {
 	sh := &t.texts[maphash.Bytes(t.seed, q)%textShards]
 	sh.mu.RLock()
 	for _, te := range sh.m[string(q)] {
-		if te.keyspace == keyspace && !te.e.Evicted() {
-			sh.mu.RUnlock()
-			return te.e
+		if te.keyspace == keyspace {
+			if e := te.e.Value(); e != nil && !e.Evicted() {
+				sh.mu.RUnlock()
+				return e
+			}
 		}
 	}
 	sh.mu.RUnlock()
 	text := string(q)
 	e := t.byFingerprint(text, keyspace)
 	sh.mu.Lock()
-	if sh.bytes+len(text) > t.textBudget() {
+	if sh.bytes+len(text)+textOverhead > t.textBudget() {
 		clear(sh.m) // a flood of distinct texts: start over
 		sh.bytes = 0
 	}
@@ -175,9 +187,9 @@ func (t *Table) Query(q []byte, keyspace string) *Entry {
 		}
 	}
 	if len(list) == 0 {
-		sh.bytes += len(text)
+		sh.bytes += len(text) + textOverhead
 	}
-	sh.m[text] = append(list, textEntry{keyspace: keyspace, fp: e.fp, e: e})
+	sh.m[text] = append(list, textEntry{keyspace: keyspace, e: weak.Make(e)})
 	sh.mu.Unlock()
 	return e
 }
