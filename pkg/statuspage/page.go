@@ -58,7 +58,7 @@ code{font-size:.95em}small{color:#666}
 </section>
 </div>
 <h2>Top statements by total time</h2>
-{{with .Statements}}<small>{{.Entries}} statements kept (at most {{.MaxEntries}}, {{.Evictions}} evicted); all of them at <a href="statements?sort=p99">/statements</a></small>
+{{with .Statements}}<small>since {{.Since.Format "15:04:05"}}: {{.Entries}} statements kept (at most {{.MaxEntries}}, {{.Evictions}} evicted); all of them at <a href="statements?sort=p99">/statements</a></small>
 <table id="statements">
 <tr><th>calls</th><th>errors</th><th>rejected</th><th>rows</th><th>mean ms</th><th>p99 ms</th><th>max ms</th><th>queued ms</th><th>hedges/won</th><th class="l">table</th><th class="l">statement</th></tr>
 {{range .Statements}}<tr><td>{{.Calls}}</td><td{{if .Errors}} class="bad"{{end}}>{{.Errors}}</td><td{{if .Rejected}} class="bad"{{end}}>{{.Rejected}}</td><td>{{.Rows}}</td><td>{{f2 .MeanMs}}</td><td>{{f2 .P99Ms}}</td><td>{{f2 .MaxMs}}</td><td>{{f1 .QueuedMs}}</td><td>{{.Hedges}}/{{.HedgeWins}}</td><td class="l">{{.Keyspace}}{{if .Table}}.{{.Table}}{{end}}</td><td class="l"><code title="{{.ID}}">{{.Text}}</code></td></tr>
