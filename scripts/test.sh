@@ -32,6 +32,8 @@ export CQLGATE_TEST_CASSANDRA_SINGLE=${single_addrs//,/:9042,}:9042
 export CQLGATE_TEST_CASSANDRA_SINGLE_DIR=$single_dir
 export CQLGATE_TEST_CASSANDRA_CLUSTER3=${cluster_addrs//,/:9042,}:9042
 export CQLGATE_TEST_CASSANDRA_CLUSTER3_DIR=$cluster_dir
+# Test artifacts (the status page's screenshot from test/browser) are kept here.
+export CQLGATE_ARTIFACTS=${CQLGATE_ARTIFACTS:-${CQLGATE_TEST_DIR:-/tmp/cqlgate-test}/artifacts}
 
 # -p 1: packages share the clusters, and some tests stop and restart nodes.
 go test -race -count=1 -p 1 -timeout 40m ./... "$@"

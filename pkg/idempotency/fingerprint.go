@@ -1,5 +1,7 @@
 package idempotency
 
+import "strings"
+
 // Normalize is the statement-statistics side of the lexer: it folds the
 // QUERY strings a careless application builds by concatenation
 // ("... WHERE id = 42", "... WHERE id = 43") into one text, so that they
@@ -59,6 +61,35 @@ func Normalize(dst []byte, q string) ([]byte, error) {
 	prevKind := tokKind(0)
 	prevKeyword := false
 	afterInto := false // the identifier just written follows INTO: a table
+
+	// In a BATCH a run of one statement repeated (an application inserting
+	// N rows) is written once and followed by "...", so that batches of 2,
+	// 3 or 300 such statements are one text. Each statement of the batch,
+	// from its verb on, is a segment of dst; segment ends at the next verb
+	// or APPLY, where it is compared with the last one kept. Semicolons
+	// between statements are optional in CQL: every kept statement is
+	// followed by " ;" whether the query had one or not.
+	batch := len(toks) > 0 && toks[0].kind == tkIdent && equalFold(q[toks[0].start:toks[0].end], "begin")
+	segStart, lastStart, lastEnd := -1, -1, -1
+	repeated := false
+	closeSegment := func() {
+		if segStart < 0 {
+			return
+		}
+		if lastStart >= 0 && string(dst[segStart:]) == string(dst[lastStart:lastEnd]) {
+			dst = dst[:segStart]
+			if !repeated {
+				dst = append(dst, " ..."...)
+				repeated = true
+			}
+		} else {
+			lastStart, lastEnd, repeated = segStart, len(dst), false
+			dst = append(dst, " ;"...)
+		}
+		prev = ';'
+		segStart = -1
+	}
+
 	for i := 0; i < len(toks); i++ {
 		t := toks[i]
 		text := q[t.start:t.end]
@@ -68,19 +99,33 @@ func Normalize(dst []byte, q string) ([]byte, error) {
 		case tkQIdent:
 			emit(text, false)
 		case tkIdent:
-			if equalFold(text, "true") || equalFold(text, "false") {
+			if literalWord(text) {
 				emit("?", false)
 				break
 			}
 			up := upper(text)
 			if keywords[up] {
+				if batch && (up == "INSERT" || up == "UPDATE" || up == "DELETE" || up == "APPLY") {
+					closeSegment()
+					if up != "APPLY" {
+						segStart = len(dst)
+					}
+				}
 				emit(up, false)
 				afterInto = up == "INTO"
 				prevKeyword = true
 				prevKind = t.kind
-				if up == "IN" && i+1 < len(toks) && toks[i+1].kind == tkPunct && q[toks[i+1].start] == '(' {
-					emit("(...)", false)
-					i = closing(q, toks, i+1)
+				if up == "IN" && i+1 < len(toks) {
+					switch next := toks[i+1]; {
+					case next.kind == tkPunct && q[next.start] == '(':
+						emit("(...)", false)
+						i = closing(q, toks, i+1)
+					case next.kind == tkMarker:
+						// IN ? binds the whole list: the same statement as
+						// IN (1, 2, 3).
+						emit("(...)", false)
+						i++
+					}
 				}
 				continue
 			}
@@ -96,6 +141,20 @@ func Normalize(dst []byte, q string) ([]byte, error) {
 		default: // punctuation
 			c := q[t.start]
 			switch c {
+			case ';':
+				if batch {
+					continue // closeSegment writes them
+				}
+				emit(text, false)
+			case '-':
+				// -Infinity, -NaN and -P1D are single literals in
+				// Cassandra's lexer.
+				if i+1 < len(toks) && toks[i+1].kind == tkIdent && toks[i+1].start == t.end && literalWord(q[toks[i+1].start:toks[i+1].end]) {
+					emit("?", false)
+					i++
+					break
+				}
+				emit(text, false)
 			case ',', ')', ']', '}', '.':
 				emit(text, true)
 			case '(':
@@ -114,6 +173,53 @@ func Normalize(dst []byte, q string) ([]byte, error) {
 		prevKind = t.kind
 	}
 	return dst, nil
+}
+
+// literalWord tells whether an unquoted word is a literal: a boolean, NaN,
+// Infinity (reserved words in CQL, never names) or an ISO 8601 duration.
+func literalWord(s string) bool {
+	return equalFold(s, "true") || equalFold(s, "false") || equalFold(s, "nan") || equalFold(s, "infinity") || isDurationLiteral(s)
+}
+
+// isDurationLiteral tells whether s is a duration in ISO 8601's format
+// with designators (P1Y2M3DT4H5M6S, PT1H30M) or in weeks (P2W). Stricter
+// than isISODuration, which the classifier uses: upper-case designators in
+// their order, each after digits, so that a column named pt or p1d is left
+// a name.
+func isDurationLiteral(s string) bool {
+	if len(s) < 3 || s[0] != 'P' {
+		return false
+	}
+	i, units, inTime := 1, "YMD", false
+	if j := skipDigits(s, 1); j > 1 && j == len(s)-1 && s[j] == 'W' {
+		return true
+	}
+	for i < len(s) {
+		if s[i] == 'T' && !inTime {
+			if i == len(s)-1 {
+				return false
+			}
+			i, units, inTime = i+1, "HMS", true
+			continue
+		}
+		j := skipDigits(s, i)
+		if j == i || j == len(s) {
+			return false
+		}
+		k := strings.IndexByte(units, s[j])
+		if k < 0 {
+			return false
+		}
+		units, i = units[k+1:], j+1
+	}
+	return true
+}
+
+func skipDigits(s string, i int) int {
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	return i
 }
 
 // isIntoTable tells whether toks[i] is the table of INTO ks.table.

@@ -20,11 +20,61 @@ func TestNormalize(t *testing.T) {
 		{"SELECT now() FROM t", "SELECT now() FROM t"},
 		{"INSERT INTO ks.t(a) VALUES(1)", "INSERT INTO ks.t (a) VALUES (?)"},
 		{"SELECT v FROM t WHERE k = 'unterminated", "SELECT v FROM t WHERE k = 'unterminated"},
+		{"SELECT * FROM t WHERE k IN ? AND f = -Infinity", "SELECT * FROM t WHERE k IN (...) AND f = ?"},
+		{"UPDATE t SET d = PT1H30M, f = NaN WHERE k = 1", "UPDATE t SET d = ?, f = ? WHERE k = ?"},
+		{"BEGIN BATCH INSERT INTO t (a) VALUES (1); INSERT INTO t (a) VALUES (2); APPLY BATCH", "BEGIN BATCH INSERT INTO t (a) VALUES (?) ; ... APPLY BATCH"},
+		{"BEGIN BATCH INSERT INTO t (a) VALUES (1); APPLY BATCH", "BEGIN BATCH INSERT INTO t (a) VALUES (?) ; APPLY BATCH"},
 	}
 	for _, c := range cases {
 		got, _ := Normalize(nil, c.in)
 		if string(got) != c.want {
 			t.Errorf("Normalize(%q)\n got %q\nwant %q", c.in, got, c.want)
+		}
+	}
+}
+
+// Literals that normalized to texts of their own, and so to statements of
+// their own: each group must normalize to one text.
+func TestNormalizeFoldsEveryLiteral(t *testing.T) {
+	for _, group := range [][]string{
+		// A whole IN list bound to one marker, or written out.
+		{"SELECT * FROM t WHERE k IN ?", "SELECT * FROM t WHERE k IN :keys", "SELECT * FROM t WHERE k IN (1, 2)", "SELECT * FROM t WHERE k IN ()"},
+		// Floats as Java and Python print them, NaN and the infinities included.
+		{"UPDATE t SET f = 1.5 WHERE k = 1", "UPDATE t SET f = NaN WHERE k = 1", "UPDATE t SET f = -NaN WHERE k = 1",
+			"UPDATE t SET f = Infinity WHERE k = 1", "UPDATE t SET f = -Infinity WHERE k = 1", "UPDATE t SET f = -1.5E-7 WHERE k = 1"},
+		// Durations, in units and in ISO 8601 (java.time.Duration's toString).
+		{"UPDATE t SET d = 1h30m WHERE k = 1", "UPDATE t SET d = PT1H30M WHERE k = 1", "UPDATE t SET d = P1DT2H WHERE k = 1",
+			"UPDATE t SET d = P2W WHERE k = 1", "UPDATE t SET d = -PT5S WHERE k = 1", "UPDATE t SET d = P1Y2M3D WHERE k = 1"},
+		// A batch of one statement repeated any number of times (twice or more).
+		{"BEGIN BATCH INSERT INTO t (a) VALUES (1); INSERT INTO t (a) VALUES (2); APPLY BATCH",
+			"BEGIN BATCH INSERT INTO t (a) VALUES (1); INSERT INTO t (a) VALUES (2); INSERT INTO t (a) VALUES (3); APPLY BATCH;",
+			"begin batch insert into t (a) values (1) insert into t (a) values (2) insert into t (a) values (3) insert into t (a) values (4) apply batch"},
+		// The same with two statements alternating runs.
+		{"BEGIN UNLOGGED BATCH INSERT INTO t (a) VALUES (1); INSERT INTO t (a) VALUES (2); UPDATE u SET b = 1 WHERE a = 1; UPDATE u SET b = 2 WHERE a = 2; APPLY BATCH",
+			"BEGIN UNLOGGED BATCH INSERT INTO t (a) VALUES (1); INSERT INTO t (a) VALUES (2); INSERT INTO t (a) VALUES (3); UPDATE u SET b = 1 WHERE a = 1; UPDATE u SET b = 2 WHERE a = 2; UPDATE u SET b = 3 WHERE a = 3 APPLY BATCH"},
+	} {
+		first, _ := Normalize(nil, group[0])
+		for _, q := range group[1:] {
+			if got, _ := Normalize(nil, q); string(got) != string(first) {
+				t.Errorf("Normalize(%q)\n  = %q\nNormalize(%q)\n  = %q", q, got, group[0], first)
+			}
+		}
+	}
+	// What must stay apart: an identifier is not a literal, a batch of one
+	// statement is not a batch of several, and different statements differ.
+	for _, pair := range [][2]string{
+		{"UPDATE t SET f = nan_count WHERE k = 1", "UPDATE t SET f = 1 WHERE k = 1"},
+		{"UPDATE t SET d = p1d WHERE k = 1", "UPDATE t SET d = 1d WHERE k = 1"},
+		{"UPDATE t SET d = p WHERE k = 1", "UPDATE t SET d = 1d WHERE k = 1"},
+		{"SELECT a - b FROM t", "SELECT a - 1 FROM t"},
+		{"BEGIN BATCH INSERT INTO t (a) VALUES (1); APPLY BATCH", "BEGIN BATCH INSERT INTO t (a) VALUES (1); INSERT INTO t (a) VALUES (2); APPLY BATCH"},
+		{"BEGIN BATCH INSERT INTO t (a) VALUES (1); INSERT INTO u (a) VALUES (2); APPLY BATCH", "BEGIN BATCH INSERT INTO t (a) VALUES (1); INSERT INTO t (a) VALUES (2); APPLY BATCH"},
+		{"BEGIN BATCH INSERT INTO t (a) VALUES (1); INSERT INTO u (a) VALUES (2); INSERT INTO t (a) VALUES (3); APPLY BATCH", "BEGIN BATCH INSERT INTO t (a) VALUES (1); INSERT INTO u (a) VALUES (2); APPLY BATCH"},
+	} {
+		a, _ := Normalize(nil, pair[0])
+		b, _ := Normalize(nil, pair[1])
+		if string(a) == string(b) {
+			t.Errorf("%q and %q both normalize to %q", pair[0], pair[1], a)
 		}
 	}
 }

@@ -306,3 +306,23 @@ func FuzzOverrides(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNormalize: Normalize never panics and only appends to dst, whatever
+// the text (batches with stray verbs and semicolons included).
+func FuzzNormalize(f *testing.F) {
+	for _, q := range []string{
+		"SELECT * FROM t WHERE k IN ? AND f = -Infinity",
+		"BEGIN BATCH INSERT INTO t (a) VALUES (1); INSERT INTO t (a) VALUES (2) APPLY BATCH",
+		"UPDATE t SET d = PT1H30M, f = NaN WHERE k = 1",
+		"begin batch apply batch",
+		"BEGIN BATCH ; ; INSERT ; APPLY ; APPLY",
+	} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		n, _ := Normalize([]byte("prefix:"), q)
+		if !strings.HasPrefix(string(n), "prefix:") {
+			t.Fatalf("%q: dst's content was overwritten: %q", q, n)
+		}
+	})
+}

@@ -172,13 +172,13 @@ func (c *client) handle(b *frame.Buf) {
 	switch h.Opcode {
 	case frame.OpQuery:
 		q := v.Text(b.B)
+		req.query = q // for the statement statistics, a USE's too
 		if t := systables.Classify(q, *c.keyspace.Load()); t != systables.TableNone {
 			req.table = t
 		} else if ks, ok := systables.ParseUse(q); ok {
 			c.use(req, ks)
 			return
 		}
-		req.query = q
 	case frame.OpPrepare:
 		q := v.Text(b.B)
 		req.prepQuery = string(q)

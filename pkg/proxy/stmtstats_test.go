@@ -117,6 +117,28 @@ func TestStatementStatistics(t *testing.T) {
 	}
 }
 
+// A USE, which the proxy handles itself (it moves the client to the
+// keyspace's pool) before forwarding it, is one statement with its text, as
+// every other QUERY: drivers send one per session, so it shows up on every
+// status page.
+func TestStatementStatisticsUse(t *testing.T) {
+	node := fakenode.Start(t, fakenode.Config{})
+	p := proxytest.Start(t, []string{node.Addr()}, nil)
+	c := dialRaw(t, p.Addr, frame.V4)
+	for i := range 3 {
+		if resp := c.roundTrip(frame.AppendQuery(nil, frame.V4, int16(i+1), `USE "ks"`, 0x0001, 0)); frame.Opcode(resp) != frame.OpResult {
+			t.Fatalf("USE: %s", describe(resp))
+		}
+	}
+	r := p.Statements().Snapshot("calls", 0)
+	if len(r.Statements) != 1 {
+		t.Fatalf("%d statements, want the USE: %+v", len(r.Statements), r.Statements)
+	}
+	if s := r.Statements[0]; s.Text != `USE "ks"` || s.Calls != 3 || s.Keyspace != "ks" {
+		t.Errorf("USE statistics: %+v", s)
+	}
+}
+
 // The slow-statement log names slow statements and never their values.
 func TestSlowStatementLog(t *testing.T) {
 	node := fakenode.Start(t, fakenode.Config{})

@@ -57,22 +57,23 @@ type Node struct {
 
 // Status is what the page shows.
 type Status struct {
-	Time         time.Time
-	Nodes        []Node
-	QueueDepth   float64
-	QueueMaxWait float64
-	QueueWaits   float64 // requests admitted after waiting
-	QueueWaitMs  float64 // their mean wait
-	Rejected     map[string]float64
-	RequestRate  float64 // per second since the previous render
-	RejectRate   float64
-	Hedges, Wins float64
-	HedgeRate    float64
-	WinRate      float64
-	Paused       bool
-	Budget       float64 // hedges allowed by the budget so far
-	Statements   *stmtstats.Report
-	Err          string
+	Time          time.Time
+	Nodes         []Node
+	QueueDepth    float64
+	QueueMaxWait  float64
+	QueueWaits    float64            // requests admitted after waiting
+	QueueWaitMs   float64            // their mean wait
+	Rejected      map[string]float64 // by reason, the reasons with any only
+	RejectedTotal float64
+	RequestRate   float64 // per second since the previous render
+	RejectRate    float64
+	Hedges, Wins  float64
+	HedgeRate     float64
+	WinRate       float64
+	Paused        bool
+	Budget        float64 // hedges allowed by the budget so far
+	Statements    *stmtstats.Report
+	Err           string
 }
 
 func (h *Handler) status() Status {
@@ -145,7 +146,13 @@ func (h *Handler) status() Status {
 			s.QueueWaitMs = hg.GetSampleSum() / float64(hg.GetSampleCount()) * 1e3
 		}
 	})
-	each("cqlgate_limiter_rejected_total", func(m *dto.Metric, l map[string]string) { s.Rejected[l["reason"]] += val(m) })
+	each("cqlgate_limiter_rejected_total", func(m *dto.Metric, l map[string]string) {
+		// Every reason has a series from the start: list those that count.
+		if v := val(m); v > 0 {
+			s.Rejected[l["reason"]] += v
+			s.RejectedTotal += v
+		}
+	})
 	s.Hedges = sum("cqlgate_speculative_executions_total")
 	s.Wins = sum("cqlgate_speculative_wins_total")
 	s.Paused = sum("cqlgate_speculative_budget_paused") > 0

@@ -11,7 +11,8 @@
 //     literals and bind markers to ?, IN lists collapsed, keyword case and
 //     spacing normalized) and keyspace, so that literal-laden strings built
 //     by concatenation fold into one entry. A BATCH is one entry keyed by
-//     its type and its statements (ids and fingerprints).
+//     its type and its statements (ids and fingerprints), a run of one
+//     statement repeated counting once, so that batches of any size fold.
 //   - A cache of exact QUERY texts to their entries, bounded in bytes, so
 //     that a repeated string costs one map lookup instead of a lexer pass.
 //   - Entry.Record: what one request adds (calls, errors by code, rows,
@@ -27,7 +28,10 @@
 // calls) is evicted, as Redis approximates LFU; evictions are counted. An
 // entry takes about 1.5 KiB with a 100-byte text (truncated to
 // Config.MaxTextBytes); see TestEntryMemory, which measures it. The text
-// cache holds at most MaxEntries KiB of query texts.
+// cache holds at most MaxEntries KiB (each text charged its length plus its
+// map slot's and entry's overhead), and holds its entries weakly, so that
+// evicted entries are freed: TestCarelessQueriesFold and
+// TestDistinctStatementsStayBounded measure the whole against that bound.
 //
 // # Concurrency and cost
 //

@@ -1,6 +1,7 @@
 package stmtstats
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"hash/fnv"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+	"weak"
 
 	"github.com/cqlgate/cqlgate/pkg/idempotency"
 )
@@ -47,6 +49,9 @@ const (
 	// longer ones are normalized on every request.
 	maxCachedText = 4096
 	textShards    = 16
+	// maxBatchFingerprints is how many statements of a BATCH are looked at
+	// for its text (the proxy passes at most 32).
+	maxBatchFingerprints = 32
 )
 
 // Info describes a statement when it is first seen.
@@ -94,8 +99,10 @@ type textShard struct {
 
 type textEntry struct {
 	keyspace string
-	fp       uint64
-	e        *Entry
+	// e is weak: an entry evicted from the table is garbage once the
+	// requests that hold it end, though texts of it stay cached, so that
+	// the table's memory is bounded by its entries, not by the cache.
+	e weak.Pointer[Entry]
 }
 
 // New returns an empty Table.
@@ -137,8 +144,15 @@ func (t *Table) Len() int {
 	return len(t.list)
 }
 
-// textBudget is the bytes of query texts one cache shard may hold.
+// textBudget is the bytes one cache shard may hold: its texts, each
+// charged textOverhead more.
 func (t *Table) textBudget() int { return t.cfg.MaxEntries * 1024 / textShards }
+
+// textOverhead is what a cached text costs beyond its bytes: its map slot
+// (key and value headers, at the map's load), its one-element entry slice,
+// and the rounding of both allocations to Go's size classes.
+// TestCarelessQueriesFold measures the whole cache against the budget.
+const textOverhead = 192
 
 // Query returns the entry of a QUERY string run in keyspace (the client's
 // current one), creating it if needed. A repeated text costs a hash and a
@@ -150,16 +164,18 @@ func (t *Table) Query(q []byte, keyspace string) *Entry {
 	sh := &t.texts[maphash.Bytes(t.seed, q)%textShards]
 	sh.mu.RLock()
 	for _, te := range sh.m[string(q)] {
-		if te.keyspace == keyspace && !te.e.Evicted() {
-			sh.mu.RUnlock()
-			return te.e
+		if te.keyspace == keyspace {
+			if e := te.e.Value(); e != nil && !e.Evicted() {
+				sh.mu.RUnlock()
+				return e
+			}
 		}
 	}
 	sh.mu.RUnlock()
 	text := string(q)
 	e := t.byFingerprint(text, keyspace)
 	sh.mu.Lock()
-	if sh.bytes+len(text) > t.textBudget() {
+	if sh.bytes+len(text)+textOverhead > t.textBudget() {
 		clear(sh.m) // a flood of distinct texts: start over
 		sh.bytes = 0
 	}
@@ -171,9 +187,9 @@ func (t *Table) Query(q []byte, keyspace string) *Entry {
 		}
 	}
 	if len(list) == 0 {
-		sh.bytes += len(text)
+		sh.bytes += len(text) + textOverhead
 	}
-	sh.m[text] = append(list, textEntry{keyspace: keyspace, fp: e.fp, e: e})
+	sh.m[text] = append(list, textEntry{keyspace: keyspace, e: weak.Make(e)})
 	sh.mu.Unlock()
 	return e
 }
@@ -270,24 +286,43 @@ type BatchChild struct {
 
 // Batch returns the entry of a BATCH of type typ (the protocol's number)
 // run in keyspace with the given statements, creating it if needed. Query
-// children are fingerprinted through the text cache.
+// children are fingerprinted through the text cache. A run of one statement
+// repeated (an application writing N rows in one batch) counts once, so
+// that batches of 2 or 30 such statements are one entry, whose text shows
+// the run as "...".
 func (t *Table) Batch(typ byte, keyspace string, children []BatchChild, describe func(id []byte) string) *Entry {
 	h := fnv.New64a()
 	h.Write([]byte{byte(KindBatch), typ})
-	var fps [16]uint64
+	var fps [maxBatchFingerprints]uint64
+	var repeat [maxBatchFingerprints]bool // child i repeats child i-1
+	inRun := false
+	var prevFP uint64
 	for i, c := range children {
 		var fp uint64
+		if c.ID == nil {
+			fp = t.Query(c.Query, keyspace).fp
+		}
+		same := i > 0 && (c.ID == nil) == (children[i-1].ID == nil) &&
+			(c.ID != nil && bytes.Equal(c.ID, children[i-1].ID) || c.ID == nil && fp == prevFP)
+		prevFP = fp
+		if i < len(fps) {
+			fps[i], repeat[i] = fp, same
+		}
+		if same {
+			if !inRun {
+				h.Write([]byte{2})
+				inRun = true
+			}
+			continue
+		}
+		inRun = false
 		if c.ID != nil {
 			h.Write([]byte{1})
 			h.Write(c.ID)
 		} else {
-			fp = t.Query(c.Query, keyspace).fp
 			var b [9]byte
 			binary.BigEndian.PutUint64(b[1:], fp)
 			h.Write(b[:])
-		}
-		if i < len(fps) {
-			fps[i] = fp
 		}
 	}
 	key := h.Sum64()
@@ -303,6 +338,12 @@ func (t *Table) Batch(typ byte, keyspace string, children []BatchChild, describe
 	for i, c := range children {
 		if sb.Len() > t.cfg.MaxTextBytes {
 			break
+		}
+		if i < len(repeat) && repeat[i] {
+			if !repeat[i-1] {
+				sb.WriteString(" ...")
+			}
+			continue
 		}
 		var text string
 		var ci Info

@@ -128,6 +128,47 @@ func TestPreparedAndBatch(t *testing.T) {
 	}
 }
 
+// A batch of one statement repeated is one entry however many times the
+// statement is in it (twice or more), as an application writing N rows at
+// once sends it.
+func TestBatchRunsFold(t *testing.T) {
+	tb := New(Config{})
+	id := []byte{0xca, 0xfe}
+	other := []byte{0xbe, 0xef}
+	describe := func(id []byte) string {
+		if id[0] == 0xca {
+			return "INSERT INTO ks.kv (k, v) VALUES (?, ?)"
+		}
+		return "UPDATE ks.c SET n = n + 1 WHERE k = ?"
+	}
+	batch := func(n int, q bool) *Entry {
+		var children []BatchChild
+		for i := range n {
+			if q {
+				children = append(children, BatchChild{Query: []byte(fmt.Sprintf("INSERT INTO ks.kv (k, v) VALUES (%d, 'v%d')", i, i))})
+			} else {
+				children = append(children, BatchChild{ID: id})
+			}
+		}
+		return tb.Batch(1, "ks", append(children, BatchChild{ID: other}), describe)
+	}
+	for _, q := range []bool{false, true} {
+		two := batch(2, q)
+		for _, n := range []int{3, 10, 31, 40} {
+			if e := batch(n, q); e != two {
+				t.Errorf("query children %v: a batch of %d made a new entry %q, not %q", q, n, e.Text(), two.Text())
+			}
+		}
+		if one := batch(1, q); one == two {
+			t.Errorf("query children %v: a batch of one statement is the batch of several", q)
+		}
+		want := "BEGIN UNLOGGED BATCH INSERT INTO ks.kv (k, v) VALUES (?, ?); ... UPDATE ks.c SET n = n + 1 WHERE k = ?; APPLY BATCH"
+		if two.Text() != want {
+			t.Errorf("batch text %q, want %q", two.Text(), want)
+		}
+	}
+}
+
 // TestEntryMemory measures the heap an entry takes with a 100-byte text
 // (the figure doc.go and docs/statements.md give).
 func TestEntryMemory(t *testing.T) {

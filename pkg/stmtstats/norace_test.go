@@ -1,0 +1,5 @@
+//go:build !race
+
+package stmtstats
+
+const raceEnabled = false
