@@ -1,7 +1,9 @@
 // Package auth authenticates cqlgate's clients in passthrough mode: the proxy
 // answers STARTUP with AUTHENTICATE as Cassandra's PasswordAuthenticator
 // does, takes the client's SASL PLAIN token and checks it by logging in to
-// Cassandra with it (Checker, a short-lived connection). A refused login gets
+// Cassandra with it (Checker, a short-lived connection, or the caller's own
+// check with LoginVia, e.g. the login of a connection that is to stay open
+// for the client's requests). A refused login gets
 // the very AUTHENTICATION_ERROR Cassandra gave.
 //
 // Credentials that passed are remembered for CacheTTL, keyed by an HMAC of
