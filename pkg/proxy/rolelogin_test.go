@@ -70,6 +70,18 @@ func settledLogins(t *testing.T, cl *fakenode.Cluster) int {
 	return n
 }
 
+// loginsAfter waits until the nodes of cl were sent at least want logins
+// (at most 10 s), then 300 ms more for any beyond, and returns how many
+// they were sent.
+func loginsAfter(t *testing.T, cl *fakenode.Cluster, want int) int {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); logins(cl) < want && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	return logins(cl)
+}
+
 // TestRoleFirstLoginIsThePoolsLogin: with --passthrough-identity role, a
 // role's first login is checked by the login of its pool's first
 // connection, which stays in the pool: Cassandra sees one login per
@@ -106,7 +118,7 @@ func TestRoleFirstLoginIsThePoolsLogin(t *testing.T) {
 		msg != "Provided username bob and/or password are incorrect" {
 		t.Fatalf("bob with a wrong password: %s 0x%04x %q, want Cassandra's Bad credentials", frame.OpcodeName(op), code, msg)
 	}
-	if got := settledLogins(t, cl) - base; got != 1 {
+	if got := loginsAfter(t, cl, base+1) - base; got != 1 {
 		t.Errorf("a wrong password cost %d logins to Cassandra, want 1", got)
 	}
 	if got := conns(); got != baseConns {
@@ -118,7 +130,7 @@ func TestRoleFirstLoginIsThePoolsLogin(t *testing.T) {
 	if op, _, msg := authLogin(t, p.Addr, "alice", "pw"); op != frame.OpAuthSuccess {
 		t.Fatalf("alice: %s %q, want AUTH_SUCCESS", frame.OpcodeName(op), msg)
 	}
-	if got := settledLogins(t, cl) - base; got != len(cl.Nodes) {
+	if got := loginsAfter(t, cl, base+len(cl.Nodes)) - base; got != len(cl.Nodes) {
 		t.Errorf("alice's first login cost %d logins to Cassandra, want %d: one per connection of her pool", got, len(cl.Nodes))
 	}
 	if got := conns() - baseConns; got != len(cl.Nodes) {
@@ -131,7 +143,7 @@ func TestRoleFirstLoginIsThePoolsLogin(t *testing.T) {
 		msg != "Provided username alice and/or password are incorrect" {
 		t.Fatalf("alice with a wrong password: %s 0x%04x %q, want Cassandra's Bad credentials", frame.OpcodeName(op), code, msg)
 	}
-	if got := settledLogins(t, cl) - base; got != 1 {
+	if got := loginsAfter(t, cl, base+1) - base; got != 1 {
 		t.Errorf("a wrong password of a role in use cost %d logins to Cassandra, want 1 (its own check)", got)
 	}
 	// The refusal left alice's pool alone, and her right password works.
