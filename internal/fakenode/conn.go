@@ -205,7 +205,7 @@ func (c *conn) handle(b *frame.Buf) bool {
 		if act.Delay > 0 && !c.wait(act.Delay) {
 			return false
 		}
-		return c.deliver(act.Fault, c.scratch, h.Version >= frame.V5 && frame.Opcode(c.scratch) == frame.OpReady)
+		return c.deliver(act.Fault, c.scratch, h.Version >= frame.V5 && (frame.Opcode(c.scratch) == frame.OpReady || frame.Opcode(c.scratch) == frame.OpAuthenticate))
 	}
 	if act.Delay > 0 {
 		c.later(act.Delay, act.Fault, append([]byte(nil), c.scratch...))

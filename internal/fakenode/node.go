@@ -44,6 +44,14 @@ type Config struct {
 	// NoPeersV2 makes system.peers_v2 an unconfigured table, as on
 	// Cassandra 3, so the proxy falls back to system.peers.
 	NoPeersV2 bool
+	// Passwords, when set, makes the node answer STARTUP with
+	// AUTHENTICATE, as PasswordAuthenticator does, and AUTH_RESPONSE
+	// with AUTH_SUCCESS when its SASL PLAIN token names a username and
+	// password of the map, else with Cassandra's "Bad credentials"
+	// error. Requests are served without a login all the same: it is
+	// there to count and time logins (Requests(frame.OpAuthResponse)),
+	// not to guard anything.
+	Passwords map[string]string
 }
 
 func (cfg *Config) setDefaults() {

@@ -1,6 +1,7 @@
 package fakenode
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -39,7 +40,17 @@ func (c *conn) respond(dst []byte, h frame.Header, body []byte) []byte {
 		if comp := opts["COMPRESSION"]; comp != "" {
 			return protoErr(fmt.Errorf("unsupported compression %q", comp))
 		}
+		if c.n.cfg.Passwords != nil {
+			class := "org.apache.cassandra.auth.PasswordAuthenticator"
+			b := binary.BigEndian.AppendUint16(nil, uint16(len(class)))
+			return frame.AppendFrame(dst, v, true, 0, s, frame.OpAuthenticate, append(b, class...))
+		}
 		return frame.AppendReady(dst, v, s)
+	case frame.OpAuthResponse:
+		if e := c.n.login(body); e != nil {
+			return errFrame(e)
+		}
+		return frame.AppendFrame(dst, v, true, 0, s, frame.OpAuthSuccess, []byte{0xff, 0xff, 0xff, 0xff})
 	case frame.OpRegister:
 		return frame.AppendReady(dst, v, s)
 	case frame.OpQuery:
@@ -237,4 +248,20 @@ func (c *conn) batch(dst []byte, h frame.Header, body []byte) []byte {
 		}
 	}
 	return frame.AppendFrame(dst, v, true, 0, s, frame.OpResult, voidBody)
+}
+
+// login checks an AUTH_RESPONSE body against Config.Passwords, answering
+// as Cassandra's PasswordAuthenticator does.
+func (n *Node) login(body []byte) *Error {
+	if len(body) < 4 || int(binary.BigEndian.Uint32(body)) != len(body)-4 {
+		return &Error{Code: 0x0100, Message: "Credential format error"}
+	}
+	parts := bytes.Split(body[4:], []byte{0})
+	if len(parts) != 3 {
+		return &Error{Code: 0x0100, Message: "Credential format error"}
+	}
+	if pass, ok := n.cfg.Passwords[string(parts[1])]; !ok || pass != string(parts[2]) {
+		return &Error{Code: 0x0100, Message: "Provided username " + string(parts[1]) + " and/or password are incorrect"}
+	}
+	return nil
 }

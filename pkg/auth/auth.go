@@ -1,7 +1,9 @@
 // Package auth authenticates cqlgate's clients in passthrough mode: the proxy
 // answers STARTUP with AUTHENTICATE as Cassandra's PasswordAuthenticator
 // does, takes the client's SASL PLAIN token and checks it by logging in to
-// Cassandra with it (Checker, a short-lived connection). A refused login gets
+// Cassandra with it (Checker, a short-lived connection, or the caller's own
+// check with LoginVia, e.g. the login of a connection that is to stay open
+// for the client's requests). A refused login gets
 // the very AUTHENTICATION_ERROR Cassandra gave.
 //
 // Credentials that passed are remembered for CacheTTL, keyed by an HMAC of
@@ -163,6 +165,24 @@ func (p *Passthrough) Login(ctx context.Context, token []byte) *Error {
 // cache pass even from an address over its limit: a flood of wrong
 // passwords must not lock out the application that shares its address.
 func (p *Passthrough) LoginFrom(ctx context.Context, token []byte, src string) *Error {
+	return p.LoginVia(ctx, token, src, nil)
+}
+
+// CheckFunc checks a username and password as Checker.CheckLogin does.
+type CheckFunc func(ctx context.Context, username, password string) error
+
+// LoginVia is LoginFrom with check asking Cassandra in place of
+// Config.Checker (nil: the Checker), e.g. by logging in the connection
+// that is to serve the client's requests. Everything else is as for
+// LoginFrom: the cache, the failure limit, at most MaxChecks checks in
+// flight, and concurrent logins with the same credentials sharing one
+// check, whose check function is the first caller's: only its own check
+// function ever runs for a caller, and a caller whose check did not run
+// learns only the result.
+func (p *Passthrough) LoginVia(ctx context.Context, token []byte, src string, check CheckFunc) *Error {
+	if check == nil {
+		check = p.cfg.Checker.CheckLogin
+	}
 	user, pass, msg := ParsePlain(token)
 	if msg != "" {
 		p.failures.fail(src)
@@ -187,7 +207,7 @@ func (p *Passthrough) LoginFrom(ctx context.Context, token []byte, src string) *
 	ch := p.flight.DoChan(string(key[:]), func() (any, error) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.Timeout)
 		defer cancel()
-		return nil, p.check(cctx, key, user, pass)
+		return nil, p.check(cctx, key, user, pass, check)
 	})
 	var err error
 	select {
@@ -217,14 +237,14 @@ func (p *Passthrough) LoginFrom(ctx context.Context, token []byte, src string) *
 }
 
 // check asks Cassandra, at most MaxChecks at a time, and caches a success.
-func (p *Passthrough) check(ctx context.Context, key [sha256.Size]byte, user, pass string) error {
+func (p *Passthrough) check(ctx context.Context, key [sha256.Size]byte, user, pass string, check CheckFunc) error {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	defer func() { <-p.slots }()
-	err := p.cfg.Checker.CheckLogin(ctx, user, pass)
+	err := check(ctx, user, pass)
 	var se *backend.ServerError
 	switch {
 	case err == nil:

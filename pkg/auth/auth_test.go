@@ -287,3 +287,49 @@ func value(c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// LoginVia asks its own check function in place of the Checker, with the
+// cache, the failure limit and the sharing of concurrent checks as for
+// LoginFrom: only the first caller's function runs.
+func TestLoginVia(t *testing.T) {
+	c := &checker{pass: "right"}
+	p, err := NewPassthrough(Config{Checker: c, CacheTTL: time.Minute, FailuresPerSecond: 1, FailureBurst: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	var ran atomic.Int32
+	via := &checker{pass: "right", gate: gate}
+	check := func(ctx context.Context, user, pass string) error {
+		ran.Add(1)
+		return via.CheckLogin(ctx, user, pass)
+	}
+	ctx := context.Background()
+	errs := make(chan *Error, 3)
+	for range 3 {
+		go func() { errs <- p.LoginVia(ctx, token("u", "right"), "10.0.0.1", check) }()
+	}
+	time.Sleep(100 * time.Millisecond) // all three wait on the one check
+	close(gate)
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatalf("LoginVia: %v", err)
+		}
+	}
+	if ran.Load() != 1 || c.calls.Load() != 0 {
+		t.Errorf("check ran %d times and the Checker %d, want 1 and 0", ran.Load(), c.calls.Load())
+	}
+	// Cached now: no check at all.
+	if err := p.LoginVia(ctx, token("u", "right"), "10.0.0.1", check); err != nil || ran.Load() != 1 {
+		t.Errorf("cached login: %v, check ran %d times, want nil and 1", err, ran.Load())
+	}
+	// A refusal is Cassandra's answer, and counts against the address.
+	err1 := p.LoginVia(ctx, token("u", "wrong"), "10.0.0.2", check)
+	if err1 == nil || err1.Code != frame.ErrCodeBadCredentials || err1.Message != "Provided username u and/or password are incorrect" {
+		t.Fatalf("wrong password: %v, want Cassandra's answer", err1)
+	}
+	err2 := p.LoginVia(ctx, token("u", "wrong2"), "10.0.0.2", check)
+	if err2 == nil || ran.Load() != 2 {
+		t.Errorf("second wrong password from the address: %v, check ran %d times, want a refusal without a check (2)", err2, ran.Load())
+	}
+}

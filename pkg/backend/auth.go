@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 
 	"github.com/cqlgate/cqlgate/pkg/frame"
@@ -115,37 +114,20 @@ func appendAuthResponse(dst []byte, version byte, stream int16, token []byte) []
 // The connection uses the cluster's TLS settings and negotiated protocol
 // version, and nothing else: no keyspace, no events.
 func (cl *Cluster) CheckLogin(ctx context.Context, username, password string) error {
-	var candidates []*Node
-	for _, n := range cl.Nodes() {
-		if n.Up() {
-			candidates = append(candidates, n)
-		}
+	cl.mu.Lock()
+	nodes := cl.upNodesLocked()
+	cl.mu.Unlock()
+	c, _, err := cl.dialFirst(ctx, nodes, DialConfig{
+		Version:     cl.Version(),
+		Timeout:     cl.cfg.ConnectTimeout,
+		MaxFrame:    cl.cfg.MaxFrame,
+		TLS:         cl.cfg.TLS,
+		Credentials: &Credentials{Username: username, Password: password},
+		RequireAuth: true,
+	})
+	if err != nil {
+		return err
 	}
-	if len(candidates) == 0 {
-		return errors.New("backend: no Cassandra node is up to check the login")
-	}
-	// Spread checks over the nodes, as drivers spread their logins.
-	rand.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
-	var errs []error
-	for _, n := range candidates[:min(3, len(candidates))] {
-		c, err := Dial(ctx, DialConfig{
-			Addr:        n.Addr,
-			Version:     cl.Version(),
-			Timeout:     cl.cfg.ConnectTimeout,
-			MaxFrame:    cl.cfg.MaxFrame,
-			TLS:         cl.cfg.TLS,
-			Credentials: &Credentials{Username: username, Password: password},
-			RequireAuth: true,
-		})
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		var se *ServerError
-		if errors.As(err, &se) || errors.Is(err, ErrAuthNotRequired) || ctx.Err() != nil {
-			return err
-		}
-		errs = append(errs, err)
-	}
-	return fmt.Errorf("backend: checking the login: %w", errors.Join(errs...))
+	c.Close()
+	return nil
 }

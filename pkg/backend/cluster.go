@@ -133,10 +133,12 @@ type Cluster struct {
 	pools    map[poolKey]*poolEntry
 	// roles are the client roles with pools or client connections, by
 	// name (see AcquireRole).
-	roles   map[string]*Role
-	control *Conn
-	version byte
-	local   Local
+	roles map[string]*Role
+	// roleLogins are the first logins of roles under way (LoginRole).
+	roleLogins map[string]*roleLogin
+	control    *Conn
+	version    byte
+	local      Local
 	// supported is the control node's answer to OPTIONS.
 	supported map[string][]string
 	refresh   chan struct{}
@@ -168,14 +170,15 @@ func NewCluster(cfg Config, reg prometheus.Registerer) (*Cluster, error) {
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	cl := &Cluster{
-		cfg:     cfg,
-		log:     cfg.Log,
-		ctx:     ctx,
-		cancel:  cancel,
-		nodes:   map[string]*Node{},
-		pools:   map[poolKey]*poolEntry{},
-		roles:   map[string]*Role{},
-		refresh: make(chan struct{}, 1),
+		cfg:        cfg,
+		log:        cfg.Log,
+		ctx:        ctx,
+		cancel:     cancel,
+		nodes:      map[string]*Node{},
+		pools:      map[poolKey]*poolEntry{},
+		roles:      map[string]*Role{},
+		roleLogins: map[string]*roleLogin{},
+		refresh:    make(chan struct{}, 1),
 	}
 	cl.metrics = newMetrics(cl)
 	if reg != nil {

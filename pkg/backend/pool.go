@@ -372,6 +372,13 @@ func (np *NodePool) dialOne(ctx context.Context) error {
 		np.pool.loginFailed(err)
 		return err
 	}
+	return np.adopt(c)
+}
+
+// adopt makes c, dialled for the pool, one of its connections and starts
+// it; it closes c if the NodePool is closed.
+func (np *NodePool) adopt(c *Conn) error {
+	cl := np.pool.cl
 	if !np.add(c) {
 		c.Close()
 		return errors.New("backend: pool closed")
@@ -522,10 +529,19 @@ func (cl *Cluster) newPool(ctx context.Context, role *Role, version byte, keyspa
 
 // addNode adds a NodePool for n and starts keeping it connected.
 func (p *Pool) addNode(n *Node, first chan<- error) {
+	p.addNodeWith(n, nil, first)
+}
+
+// addNodeWith is addNode for a NodePool whose first connection, c, is
+// dialled already (nil: none).
+func (p *Pool) addNodeWith(n *Node, c *Conn, first chan<- error) {
 	np := &NodePool{pool: p, node: n, wake: make(chan struct{}, 1)}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
+		if c != nil {
+			c.Close()
+		}
 		if first != nil {
 			first <- errors.New("backend: pool closed")
 		}
@@ -534,6 +550,11 @@ func (p *Pool) addNode(n *Node, first chan<- error) {
 	next := append(append([]*NodePool{}, *p.nodes.Load()...), np)
 	p.nodes.Store(&next)
 	p.mu.Unlock()
+	if c != nil {
+		// Before maintain starts, so that it counts c and dials only the
+		// connections missing.
+		_ = np.adopt(c)
+	}
 	go np.maintain(p.cl.ctx, first)
 }
 

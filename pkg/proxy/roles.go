@@ -64,20 +64,23 @@ func (c *client) poolFor(ctx context.Context, version byte, keyspace string) (*b
 // becomeRole runs after Cassandra accepted a client's login: it notes the
 // role for the limiter and the metrics and, with --passthrough-identity
 // role, takes the role (opening its pool if it has none) so that the
-// client's requests run as it. It returns the ERROR to answer the
-// AUTH_RESPONSE with when that fails, nil on success: a client never runs
-// as the proxy's user because its role could not be had.
-func (c *client) becomeRole(version byte, stream int16, token []byte) []byte {
+// client's requests run as it; role is the role acquired already, by the
+// login that opened its pool, nil if none was. It returns the ERROR to
+// answer the AUTH_RESPONSE with when that fails, nil on success: a client
+// never runs as the proxy's user because its role could not be had.
+func (c *client) becomeRole(version byte, stream int16, token []byte, role *backend.Role) []byte {
 	user, pass, _ := auth.ParsePlain(token) // Login parsed it already
 	c.who.name = user
 	c.who.requests, c.who.rejected = c.p.roleSeries.counters(user)
 	if c.p.cfg.PassthroughIdentity != config.IdentityRole {
 		return nil
 	}
-	role, err := c.p.cluster.AcquireRole(user, pass)
-	if err != nil {
-		c.log.Warn("client login refused", zap.String("role", user), zap.Error(err))
-		return frame.AppendError(nil, version, stream, frame.ErrCodeBadCredentials, "cqlgate: "+err.Error())
+	if role == nil {
+		var err error
+		if role, err = c.p.cluster.AcquireRole(user, pass); err != nil {
+			c.log.Warn("client login refused", zap.String("role", user), zap.Error(err))
+			return frame.AppendError(nil, version, stream, frame.ErrCodeBadCredentials, "cqlgate: "+err.Error())
+		}
 	}
 	if _, err := c.p.cluster.PoolAs(c.p.ctx, role, version, ""); err != nil {
 		role.Release()

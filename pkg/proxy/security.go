@@ -3,8 +3,10 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -106,12 +108,75 @@ func (c *client) login(version byte, stream int16, body []byte) ([]byte, bool) {
 	}
 	ctx, cancel := context.WithDeadline(c.p.ctx, c.handshakeDeadline)
 	defer cancel()
-	if rej := c.p.auth.LoginFrom(ctx, token, sourceHost(c.nc)); rej != nil {
+	var opened *roleOpen
+	var check auth.CheckFunc
+	if c.p.cfg.PassthroughIdentity == config.IdentityRole {
+		opened = &roleOpen{cl: c.p.cluster, version: version}
+		check = opened.check
+	}
+	rej := c.p.auth.LoginVia(ctx, token, sourceHost(c.nc), check)
+	var role *backend.Role
+	if opened != nil {
+		role = opened.take()
+	}
+	if rej != nil {
+		if role != nil {
+			role.Release()
+		}
 		c.log.Debug("client login refused", zap.Error(rej))
 		return frame.AppendError(nil, version, stream, rej.Code, rej.Message), false
 	}
-	if out := c.becomeRole(version, stream, token); out != nil {
+	if out := c.becomeRole(version, stream, token, role); out != nil {
 		return out, false
 	}
 	return auth.AppendAuthSuccess(nil, version, stream), true
+}
+
+// roleOpen checks a client's password, with --passthrough-identity role,
+// by the login of its role's pool when the role has none yet
+// (backend.Cluster.LoginRole), so that a role's first login waits for one
+// login to Cassandra rather than a check and then the pool's; for a role
+// in use already it checks it on a connection of its own, and an open pool
+// never vouches for a password.
+type roleOpen struct {
+	cl      *backend.Cluster
+	version byte
+
+	mu sync.Mutex
+	// role is the role LoginRole acquired, until take; taken is set by
+	// take: a check that ends after it (the client went away while the
+	// check, shared with other logins, went on) lets go of its role.
+	role  *backend.Role
+	taken bool
+}
+
+func (o *roleOpen) check(ctx context.Context, user, pass string) error {
+	r, err := o.cl.LoginRole(ctx, user, pass, o.version)
+	if errors.Is(err, backend.ErrRoleKnown) {
+		return o.cl.CheckLogin(ctx, user, pass)
+	}
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	taken := o.taken
+	if !taken {
+		o.role = r
+	}
+	o.mu.Unlock()
+	if taken {
+		r.Release()
+	}
+	return nil
+}
+
+// take returns the role the check acquired, nil if it did not run or
+// acquired none, and makes a check still running let go of its own.
+func (o *roleOpen) take() *backend.Role {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.taken = true
+	r := o.role
+	o.role = nil
+	return r
 }

@@ -204,11 +204,19 @@ func (a rawAnswer) String() string {
 // v5 the frames after AUTHENTICATE travel in segments.
 func rawLogin(t testing.TB, addr string, v byte, next []byte) rawAnswer {
 	t.Helper()
+	a, nc := rawLoginOpen(t, addr, v, next)
+	nc.Close()
+	return a
+}
+
+// rawLoginOpen is rawLogin leaving the connection open, for the caller
+// to close.
+func rawLoginOpen(t testing.TB, addr string, v byte, next []byte) (rawAnswer, net.Conn) {
+	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(15 * time.Second))
 	r, w := frame.NewReader(nc, 1<<20), frame.NewWriter(nc)
 	roundTrip := func(f []byte) []byte {
@@ -242,7 +250,8 @@ func rawLogin(t testing.TB, addr string, v byte, next []byte) rawAnswer {
 	if frame.Opcode(resp) == frame.OpError {
 		a.Code, a.Message, _ = frame.ErrorCode(frame.Body(resp))
 	}
-	return a
+	_ = nc.SetDeadline(time.Time{})
+	return a, nc
 }
 
 // authResponse builds an AUTH_RESPONSE on stream 1 carrying token.

@@ -11,12 +11,19 @@
 //	bash scripts/cassandra-local.sh start --dir /tmp/cqlgate-security/single --addresses 127.0.22.1 \
 //	    --auth --yaml-extra $CQLGATE_TEST_SECURITY_CERTS/cassandra-extra.yaml
 //	CQLGATE_TEST_CASSANDRA_SECURITY=127.0.22.1:9042 go test ./test/security/
+//
+// The certificate covers the addresses $CQLGATE_TEST_CASSANDRA_SECURITY
+// names, so a node of one's own on another address works the same way
+// (export it before the run that writes the certificates).
 package security
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cqlgate/cqlgate/internal/cassandratest"
@@ -55,7 +62,7 @@ func run(m *testing.M) int {
 		dir = tmp
 	}
 	var err error
-	if certs, err = loadOrCreatePKI(dir, append([]string{nodeAddr}, clusterAddrs...)); err != nil {
+	if certs, err = loadOrCreatePKI(dir, certIPs()); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: certificates:", err)
 		return 1
 	}
@@ -70,6 +77,25 @@ func run(m *testing.M) int {
 		Auth:      true,
 		YAMLExtra: extra,
 	}, &node)
+}
+
+// certIPs are the addresses the node certificate is for: the package's
+// own nodes and those that $CQLGATE_TEST_CASSANDRA_SECURITY and
+// $CQLGATE_TEST_CASSANDRA_SECURITY3 name instead.
+func certIPs() []string {
+	ips := append([]string{nodeAddr}, clusterAddrs...)
+	for _, key := range []string{"CQLGATE_TEST_CASSANDRA_SECURITY", "CQLGATE_TEST_CASSANDRA_SECURITY3"} {
+		for _, a := range strings.Split(os.Getenv(key), ",") {
+			a = strings.TrimSpace(a)
+			if host, _, err := net.SplitHostPort(a); err == nil {
+				a = host
+			}
+			if net.ParseIP(a) != nil && !slices.Contains(ips, a) {
+				ips = append(ips, a)
+			}
+		}
+	}
+	return ips
 }
 
 // cassandraTLS is the client_encryption_options of the node. optional: true
