@@ -57,7 +57,6 @@ type Change struct {
 // permits in flight are released into it as their requests end.
 func (m *Manager) Apply(defs []Def, now time.Time) Change {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	old := map[string]*Rule{}
 	if s := m.cur.Load(); s != nil {
 		for _, r := range s.rules {
@@ -114,6 +113,7 @@ func (m *Manager) Apply(defs []Def, now time.Time) Change {
 	} else {
 		m.cur.Store(next)
 	}
+	m.mu.Unlock()
 	for i, q := range admit {
 		q.w.RuleAdmitted(Permit{admitBy[i]}, now)
 	}
