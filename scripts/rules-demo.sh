@@ -18,7 +18,7 @@ readonly CASSANDRA_CQL=$CASSANDRA_ADDR:9042
 readonly CASSANDRA_DIR=${RULES_DEMO_CASSANDRA_DIR:-/tmp/cqlgate-rules-demo}
 readonly LISTEN=${RULES_DEMO_PROXY_LISTEN:-127.0.0.1:19046}
 readonly ADMIN=${RULES_DEMO_PROXY_ADMIN:-127.0.0.1:19184}
-readonly DURATION=${RULES_DEMO_DURATION:-20s}
+readonly DURATION=${RULES_DEMO_DURATION:-15s}
 readonly WARMUP=${RULES_DEMO_WARMUP:-5s}
 readonly CASSANDRA_WARMUP=${RULES_DEMO_CASSANDRA_WARMUP:-15s}
 readonly WORKERS=${RULES_DEMO_WORKERS:-16}
@@ -26,6 +26,7 @@ readonly HEAVY_WORKERS=${RULES_DEMO_HEAVY_WORKERS:-8}
 readonly HEAVY_KEYS=${RULES_DEMO_HEAVY_KEYS:-500}
 readonly CAP=${RULES_DEMO_CAP:-1}
 readonly MAX_WAIT=${RULES_DEMO_MAX_WAIT:-500ms}
+readonly ROUNDS=${RULES_DEMO_ROUNDS:-3}
 readonly KEYSPACE=${RULES_DEMO_KEYSPACE:-cqlgate_rules_demo}
 readonly HEAVY_TEXT='SELECT k, v FROM kv WHERE k IN ?'
 
@@ -37,25 +38,24 @@ Usage: $PROG [--help]
 
 Starts Cassandra on $CASSANDRA_CQL (scripts/cassandra-local.sh, dir $CASSANDRA_DIR) unless something
 already answers there, builds ./cmd/proxy and ./cmd/loadgen, loads $KEYSPACE.kv (10,000 rows), and
-starts the proxy on $LISTEN (admin $ADMIN) with an empty --rules-file. Phases, each "loadgen heavy"
-for $WARMUP + $DURATION after POST /statements/reset, with $WORKERS workers of single-partition
-reads and writes (90% reads):
-  baseline    the mixed workload alone
-  heavy       plus $HEAVY_WORKERS workers of "$HEAVY_TEXT" ($HEAVY_KEYS keys)
-  capped      the same, after a rule on the heavy statement's id (max_in_flight $CAP,
-              queue_length 16, max_queue_wait $MAX_WAIT) was written and applied with SIGHUP:
-              heavy requests that wait longer get OVERLOADED, which loadgen counts as errors
-  baseline2   the mixed workload alone again (drift)
-Checks: after heavy, the heavy statement is first in /statements?sort=p99 and in
-"cqlgate statements --sort p99"; after heavy and capped, each statement's calls and errors in
-/statements equal loadgen's (calls + rejected = loadgen's calls); after capped, the reads' and
-writes' p99 are within 1.5x of their p99 in the baselines (the mean of the two).
+starts the proxy on $LISTEN (admin $ADMIN) with an empty --rules-file. Then $ROUNDS rounds of three
+phases, each "loadgen heavy" for $WARMUP + $DURATION after POST /statements/reset, with $WORKERS
+workers of single-partition reads and writes (90% reads):
+  heavy-N     plus $HEAVY_WORKERS workers of "$HEAVY_TEXT" ($HEAVY_KEYS keys)
+  capped-N    the same, with a rule on the heavy statement's id (max_in_flight $CAP,
+              queue_length 16, max_queue_wait $MAX_WAIT) written to the rules file and applied
+              with SIGHUP: heavy requests that wait longer get OVERLOADED, counted as errors
+  baseline-N  the mixed workload alone (the rules file emptied, SIGHUP again)
+Checks: after heavy-1, the heavy statement is first in /statements?sort=p99 and in
+"cqlgate statements --sort p99"; after every heavy and capped phase, each statement's calls and
+errors in /statements equal loadgen's (calls + rejected = loadgen's calls); the reads' and writes'
+p99 in capped-N over their p99 in baseline-N, the median over the rounds, is at most 1.5.
 Reports (JSON of loadgen and /statements, the terminal tables) are kept under \$RULES_DEMO_OUT
 (default: a temporary directory, removed at exit).
 
 Environment: RULES_DEMO_DURATION, RULES_DEMO_WARMUP, RULES_DEMO_CASSANDRA_WARMUP (direct load
 before the first phase), RULES_DEMO_WORKERS, RULES_DEMO_HEAVY_WORKERS, RULES_DEMO_HEAVY_KEYS,
-RULES_DEMO_CAP, RULES_DEMO_MAX_WAIT, RULES_DEMO_CASSANDRA_ADDR, RULES_DEMO_CASSANDRA_DIR, RULES_DEMO_PROXY_LISTEN,
+RULES_DEMO_CAP, RULES_DEMO_MAX_WAIT, RULES_DEMO_ROUNDS, RULES_DEMO_CASSANDRA_ADDR, RULES_DEMO_CASSANDRA_DIR, RULES_DEMO_PROXY_LISTEN,
 RULES_DEMO_PROXY_ADMIN, RULES_DEMO_KEYSPACE, RULES_DEMO_OUT, RULES_DEMO_PROXY_BIN (a proxy binary
 to use instead of building ./cmd/proxy), KEEP_CASSANDRA=1. Needs go, curl and jq.
 USAGE
@@ -107,6 +107,20 @@ counts_match() {
 }
 
 rules=$out/rules.yaml
+
+# set_rules YAML EXPECTED-FIRST-RULE: write the rules file, SIGHUP the proxy, wait until
+# /statements shows the first rule named EXPECTED-FIRST-RULE ("" for none).
+set_rules() {
+  printf '%s\n' "$1" >"$rules"
+  kill -HUP "$proxy_pid"
+  local i
+  for ((i = 0; i < 50; i++)); do
+    [[ $(curl -fsS "http://$ADMIN/statements?limit=1" | jq -r '.rules[0].name // ""') == "$2" ]] && return 0
+    sleep 0.1
+  done
+  die "the rules file was not applied after SIGHUP"
+}
+
 echo "rules: []" >"$rules"
 start_proxy "$LISTEN" --rules-file "$rules"
 "$workdir/loadgen" setup --hosts "$CASSANDRA_CQL" --keyspace "$KEYSPACE" --rows 10000
@@ -115,66 +129,71 @@ note "warming Cassandra up for $CASSANDRA_WARMUP (direct, not reported)"
   --heavy-workers "$HEAVY_WORKERS" --heavy-keys "$HEAVY_KEYS" --warmup 0s --duration "$CASSANDRA_WARMUP" \
   --quiet --json >/dev/null
 
-phase baseline --heavy-workers 0
-phase heavy --heavy-workers "$HEAVY_WORKERS"
-
-echo
-echo "== after the heavy phase: cqlgate statements --sort p99 --limit 5"
-cat "$out/heavy.table.txt"
-echo
-first=$(jq -r '.statements[0].text' "$out/heavy.statements.json")
-check "$([[ $first == "$HEAVY_TEXT" ]] && echo true || echo false)" "/statements?sort=p99 lists the heavy statement first ($first)"
-row=$(sed -n 5p "$out/heavy.table.txt")
-check "$([[ $row == *"$HEAVY_TEXT"* ]] && echo true || echo false)" "cqlgate statements lists it first"
-counts_match heavy
-
-id=$(jq -r --arg t "$HEAVY_TEXT" '.statements[] | select(.text == $t) | .id' "$out/heavy.statements.json" | head -n 1)
-[[ -n $id ]] || die "the heavy statement is not in /statements"
-cat >"$rules" <<RULES
-rules:
+# Each round: heavy (no rule), capped (the rule on), baseline (the mixed workload alone). The
+# capped phase is compared with the baseline next to it, so that a drift of the machine's load
+# between rounds (it may be shared) weighs on both.
+rule=""
+for ((r = 1; r <= ROUNDS; r++)); do
+  phase "heavy-$r" --heavy-workers "$HEAVY_WORKERS"
+  if ((r == 1)); then
+    echo
+    echo "== after heavy-1: cqlgate statements --sort p99 --limit 5"
+    cat "$out/heavy-1.table.txt"
+    echo
+    first=$(jq -r '.statements[0].text' "$out/heavy-1.statements.json")
+    check "$([[ $first == "$HEAVY_TEXT" ]] && echo true || echo false)" "/statements?sort=p99 lists the heavy statement first ($first)"
+    row=$(sed -n 5p "$out/heavy-1.table.txt")
+    check "$([[ $row == *"$HEAVY_TEXT"* ]] && echo true || echo false)" "cqlgate statements lists it first"
+    id=$(jq -r --arg t "$HEAVY_TEXT" '.statements[] | select(.text == $t) | .id' "$out/heavy-1.statements.json" | head -n 1)
+    [[ -n $id ]] || die "the heavy statement is not in /statements"
+    rule="rules:
   - name: heavy-in
     statement: $id
     max_in_flight: $CAP
     queue_length: 16
-    max_queue_wait: $MAX_WAIT
-RULES
-kill -HUP "$proxy_pid"
-for ((i = 0; i < 50; i++)); do
-  [[ $(curl -fsS "http://$ADMIN/statements?limit=1" | jq -r '.rules[0].name // ""') == heavy-in ]] && break
-  sleep 0.1
+    max_queue_wait: $MAX_WAIT"
+    note "rule heavy-in: statement $id, $CAP in flight"
+  fi
+  counts_match "heavy-$r"
+  set_rules "$rule" heavy-in
+  phase "capped-$r" --heavy-workers "$HEAVY_WORKERS"
+  counts_match "capped-$r"
+  if ((r == 1)); then
+    echo
+    echo "== after capped-1: cqlgate statements --sort p99 --limit 5 (with the rules)"
+    cat "$out/capped-1.table.txt"
+    echo
+  fi
+  set_rules "rules: []" ""
+  phase "baseline-$r" --heavy-workers 0
 done
-((i < 50)) || die "the rule was not applied after SIGHUP"
-note "rule heavy-in applied: statement $id, $CAP in flight"
-
-phase capped --heavy-workers "$HEAVY_WORKERS"
-counts_match capped
-phase baseline2 --heavy-workers 0
 
 echo
-echo "== after the capped phase: cqlgate statements --sort p99 --limit 5 (with the rules)"
-cat "$out/capped.table.txt"
-echo
-printf '%-10s %10s %10s %10s %10s %10s %12s %12s\n' phase "read p99" "write p99" "read/s" "heavy p99" "heavy/s" "heavy calls" "overloaded"
-for p in baseline heavy capped baseline2; do
-  jq -r --arg p "$p" '
-    def s($n): .statements[] | select(.name == $n);
-    [$p, (s("read").latency_us.p99 / 1000), (s("write").latency_us.p99 / 1000), (s("read").ops_per_s | floor),
-     (s("heavy").latency_us.p99 / 1000), (s("heavy").ops_per_s | floor), s("heavy").calls,
-     s("heavy").errors_by_kind.overloaded // 0] | @tsv' "$out/$p.json" |
-    awk -F'\t' '{printf "%-10s %8.2fms %8.2fms %10s %8.2fms %10s %12s %12s\n", $1, $2, $3, $4, $5, $6, $7, $8}'
+printf '%-11s %10s %10s %10s %10s %10s %12s %12s\n' phase "read p99" "write p99" "read/s" "heavy p99" "heavy/s" "heavy calls" "overloaded"
+for ((r = 1; r <= ROUNDS; r++)); do
+  for p in "heavy-$r" "capped-$r" "baseline-$r"; do
+    jq -r --arg p "$p" '
+      def s($n): .statements[] | select(.name == $n);
+      [$p, (s("read").latency_us.p99 / 1000), (s("write").latency_us.p99 / 1000), (s("read").ops_per_s | floor),
+       (s("heavy").latency_us.p99 / 1000), (s("heavy").ops_per_s | floor), s("heavy").calls,
+       s("heavy").errors_by_kind.overloaded // 0] | @tsv' "$out/$p.json" |
+      awk -F'\t' '{printf "%-11s %8.2fms %8.2fms %10s %8.2fms %10s %12s %12s\n", $1, $2, $3, $4, $5, $6, $7, $8}'
+  done
 done
 echo
+# p99 of statement $1 in phase $2, in µs.
+p99() { jq -r --arg n "$1" '.statements[] | select(.name == $n) | .latency_us.p99' "$out/$2.json"; }
 for st in read write; do
-  base=$(jq -s --arg n "$st" '[.[] | .statements[] | select(.name == $n) | .latency_us.p99] | add / length' \
-    "$out/baseline.json" "$out/baseline2.json")
-  capped=$(jq -r --arg n "$st" '.statements[] | select(.name == $n) | .latency_us.p99' "$out/capped.json")
-  heavy=$(jq -r --arg n "$st" '.statements[] | select(.name == $n) | .latency_us.p99' "$out/heavy.json")
-  check "$(jq -n --argjson c "$capped" --argjson b "$base" '$c <= 1.5 * $b')" \
-    "$st p99: $(jq -n "$base / 1000 | . * 100 | round / 100") ms without the heavy load (mean of the baselines), $(jq -n "$heavy / 1000 | . * 100 | round / 100") ms beside it ($(jq -n "$heavy / $base | . * 100 | round / 100")x), $(jq -n "$capped / 1000 | . * 100 | round / 100") ms with the rule ($(jq -n "$capped / $base | . * 100 | round / 100")x; at most 1.5x)"
+  ratios=() uncapped=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    base=$(p99 "$st" "baseline-$r")
+    ratios+=("$(jq -n "$(p99 "$st" "capped-$r") / $base | . * 100 | round / 100")")
+    uncapped+=("$(jq -n "$(p99 "$st" "heavy-$r") / $base | . * 100 | round / 100")")
+  done
+  median=$(printf '%s\n' "${ratios[@]}" | sort -g | awk '{a[NR] = $1} END {print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2)}')
+  check "$(jq -n "$median <= 1.5")" \
+    "$st p99 over its baseline's, by round: beside the heavy statement ${uncapped[*]}; with the rule ${ratios[*]} (median $median; at most 1.5)"
 done
-hp=$(jq -r '.statements[] | select(.name == "heavy") | .latency_us.p99' "$out/heavy.json")
-cp=$(jq -r '.statements[] | select(.name == "heavy") | .latency_us.p99' "$out/capped.json")
-inflight=$(jq -r '.rules[0] | "\(.admitted) admitted, \(.waited) after waiting, \(.rejected) rejected"' "$out/capped.statements.json")
-echo "heavy statement: p99 $(jq -n "$hp / 1000 | round") ms uncapped, $(jq -n "$cp / 1000 | round") ms capped to $CAP in flight (rule: $inflight)"
-echo "commit $(git -C "$REPO" rev-parse --short HEAD); $(date -u +%Y-%m-%dT%H:%MZ); $(nproc) CPUs"
+echo "heavy statement, round 1: p99 $(jq -n "$(p99 heavy heavy-1) / 1000 | round") ms uncapped, $(jq -n "$(p99 heavy capped-1) / 1000 | round") ms capped to $CAP in flight; rule: $(jq -r '.rules[0] | "\(.admitted) admitted, \(.waited) after waiting, \(.rejected) rejected"' "$out/capped-1.statements.json")"
+echo "commit $(git -C "$REPO" rev-parse --short HEAD); $(date -u +%Y-%m-%dT%H:%MZ); $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 exit "$failed"

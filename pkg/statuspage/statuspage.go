@@ -1,7 +1,8 @@
 // Package statuspage renders cqlgate's status page, served at / on the admin
 // address: the Cassandra nodes (up, latency, requests in flight against
 // their limit), the limiter (queue depth, waits, rejections by reason),
-// hedging (rate, wins, budget) and the top statements. It is plain HTML
+// hedging (rate, wins, budget), the rules of --rules-file (in flight,
+// queued, rejected) and the top statements. It is plain HTML
 // rendered on the server from the proxy's own Prometheus registry and
 // statement statistics, with a few lines of JavaScript that fetch the page
 // again every two seconds and swap its content: no build step, no asset
