@@ -257,3 +257,74 @@ func TestRuleResentRequestHoldsOnePermit(t *testing.T) {
 		t.Fatalf("next EXECUTE: %s", describe(resp))
 	}
 }
+
+// TestRuleQueueWaitAndClientGone: requests that wait max_queue_wait get
+// OVERLOADED saying so (the proxy's sweeper expires them) without reaching
+// the node; a client that closes with requests queued leaves the queue,
+// and every permit comes back.
+func TestRuleQueueWaitAndClientGone(t *testing.T) {
+	node := fakenode.Start(t, fakenode.Config{})
+	node.SetTable("ks.heavy", kvCols, [][]byte{fakenode.Int(1), fakenode.Text("one")})
+	var atNode atomic.Int64
+	node.SetHook(func(r fakenode.Request) fakenode.Action {
+		if strings.Contains(r.Query, "ks.heavy") {
+			atNode.Add(1)
+			return fakenode.Action{Delay: 500 * time.Millisecond}
+		}
+		return fakenode.Action{}
+	})
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	writeRules(t, file, "rules: [{name: heavy, table: ks.heavy, max_in_flight: 1, queue_length: 4, max_queue_wait: 50ms}]")
+	p := proxytest.Start(t, []string{node.Addr()}, func(c *config.Config) {
+		c.RulesFile = file
+		c.SpeculativeMaxExecutions = 0
+	})
+	c := dialClient(t, p.Addr)
+	start := time.Now()
+	for i := range 3 {
+		c.send(int16(1+i), "SELECT * FROM ks.heavy WHERE k = 1")
+	}
+	c.flush()
+	const waited = `cqlgate: rule "heavy" (ks.heavy): 1 in flight, waited 50ms in queue`
+	for _, s := range []int16{2, 3} {
+		if code, msg := c.errorOn(s); code != frame.ErrCodeOverloaded || msg != waited {
+			t.Errorf("stream %d: 0x%04x %q, want OVERLOADED %q", s, code, msg, waited)
+		}
+	}
+	if d := time.Since(start); d > 400*time.Millisecond {
+		t.Errorf("queued requests answered after %v: not at their max_queue_wait", d)
+	}
+	if code, msg := c.errorOn(1); code != -1 {
+		t.Errorf("the admitted request: 0x%04x %s", code, msg)
+	}
+	if got := atNode.Load(); got != 1 {
+		t.Errorf("%d requests reached the node, want 1", got)
+	}
+
+	// A second client queues two requests behind a third's and leaves.
+	c2 := dialClient(t, p.Addr)
+	c3 := dialClient(t, p.Addr)
+	writeRules(t, file, "rules: [{name: heavy, table: ks.heavy, max_in_flight: 1, queue_length: 4, max_queue_wait: 5s}]")
+	if err := p.Proxy.ReloadRules(); err != nil {
+		t.Fatal(err)
+	}
+	c3.send(1, "SELECT * FROM ks.heavy WHERE k = 1")
+	c3.flush()
+	waitFor(t, "the first request at the node", func() bool { return atNode.Load() == 2 })
+	c2.send(1, "SELECT * FROM ks.heavy WHERE k = 1")
+	c2.send(2, "SELECT * FROM ks.heavy WHERE k = 1")
+	c2.flush()
+	waitFor(t, "two requests queued", func() bool { return ruleStat(t, p, "heavy").Queued == 2 })
+	c2.nc.Close()
+	waitFor(t, "the gone client's requests to leave the queue", func() bool { return ruleStat(t, p, "heavy").Queued == 0 })
+	if code, msg := c3.errorOn(1); code != -1 {
+		t.Errorf("the admitted request: 0x%04x %s", code, msg)
+	}
+	waitFor(t, "every permit back", func() bool { return ruleStat(t, p, "heavy").InFlight == 0 })
+	if got := atNode.Load(); got != 2 {
+		t.Errorf("%d requests reached the node, want 2: the gone client's were sent", got)
+	}
+	if st := ruleStat(t, p, "heavy"); st.RejectedQueueTimeout != 2 || st.Admitted != 2 {
+		t.Errorf("at the end: %+v", st)
+	}
+}
