@@ -48,6 +48,9 @@ func (p *Proxy) statementOf(req *request) *stmtstats.Entry {
 		return nil
 	}
 	if req.op == frame.OpQuery {
+		if req.query == nil {
+			return nil // USE: the proxy's own bookkeeping, not a statement
+		}
 		return req.c.lastQuery.lookup(t, req.query, req.c.keyspace.Load())
 	}
 	body, err := frame.MessageBody(req.buf.B)

@@ -144,3 +144,18 @@ func TestSlowStatementLog(t *testing.T) {
 		t.Errorf("%d slow-statement lines, want 1", n)
 	}
 }
+
+// A USE is not a statement of the statistics. Before the fix it was kept
+// as a QUERY with an empty text, one per connection a driver opened.
+func TestUseIsNotAStatement(t *testing.T) {
+	node := fakenode.Start(t, fakenode.Config{})
+	node.SetTable("ks.kv", []fakenode.Column{fakenode.Key("k", datatype.Int), fakenode.Col("v", datatype.Blob)})
+	p := proxytest.Start(t, []string{node.Addr()}, nil)
+	c := dialRaw(t, p.Addr, frame.V4)
+	if resp := c.roundTrip(frame.AppendQuery(nil, frame.V4, 1, `USE "ks"`, 0x0001, 0)); frame.Opcode(resp) != frame.OpResult {
+		t.Fatalf("USE: %s", describe(resp))
+	}
+	if rep := p.Proxy.Statements().Snapshot("calls", 0); len(rep.Statements) != 0 {
+		t.Errorf("statements after a USE: %+v", rep.Statements)
+	}
+}
