@@ -61,6 +61,10 @@ fleetsim: ## the fleet simulator's sweep (no Cassandra): K = 1..1,000 sidecars, 
 overload-loadgen: ## the same steps offered by loadgen (gocql), which falls behind past about 1x on two cores
 	bash scripts/overload.sh
 
+.PHONY: rules-demo
+rules-demo: ## a rule capping a heavy statement (loadgen heavy, one local node): statistics checked against loadgen, p99 of the rest restored
+	bash scripts/rules-demo.sh
+
 SEEDS ?= 10000
 CHAOS_FROM ?= 1
 CHAOS_PARALLEL ?= 8

@@ -21,6 +21,7 @@ const (
 	cmdWorkers     = "workers"
 	cmdRateLimited = "ratelimited"
 	cmdMultiget    = "multiget"
+	cmdHeavy       = "heavy"
 )
 
 // Key distributions of the kv workloads.
@@ -112,6 +113,10 @@ type Config struct {
 	Batches          int
 	InLimit          int
 	Methods          []string
+	// The heavy scenario: HeavyWorkers workers send one SELECT of
+	// HeavyKeys partitions (IN) beside the Workers of the mixed workload.
+	HeavyWorkers int
+	HeavyKeys    int
 
 	JSON         bool
 	FailOnErrors bool
@@ -166,6 +171,12 @@ func (c *Config) applyScenarioDefaults(cmd string) {
 		c.TotalPartitions = 1000
 		c.Batches = 20
 		c.Methods = []string{methodSequential, methodAsync, methodIn, methodInLimit}
+	case cmdHeavy:
+		c.Workers = 32
+		c.HeavyWorkers = 8
+		c.HeavyKeys = 500
+		c.Duration = 20 * time.Second
+		c.Warmup = 5 * time.Second
 	}
 }
 
@@ -290,6 +301,19 @@ func (c *Config) flagSet(cmd string, stderr io.Writer) (*flag.FlagSet, error) {
 		fs.Var((*stringList)(&c.Methods), "methods", "comma-separated: sequential, async, in, in_limit")
 		fs.BoolVar(&c.Setup, "setup", c.Setup, "create and load table mg first")
 		fs.DurationVar(&c.Warmup, "warmup", 0, "unmeasured fetching by every method first")
+	case cmdHeavy:
+		hosts()
+		schema()
+		replication()
+		session()
+		output()
+		fs.IntVar(&c.Workers, "workers", c.Workers, "closed-loop workers of the mixed workload (single-partition reads and writes)")
+		fs.Float64Var(&c.ReadRatio, "read-ratio", c.ReadRatio, "share of reads in the mixed workload")
+		fs.IntVar(&c.HeavyWorkers, "heavy-workers", c.HeavyWorkers, "closed-loop workers of the heavy statement (0: the mixed workload alone)")
+		fs.IntVar(&c.HeavyKeys, "heavy-keys", c.HeavyKeys, "partitions the heavy statement reads with one IN")
+		fs.DurationVar(&c.Duration, "duration", c.Duration, "measured window")
+		fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "load before the measured window (its requests count in calls and errors, not in latencies)")
+		fs.BoolVar(&c.Setup, "setup", c.Setup, "create and preload table kv first")
 	default:
 		return nil, fmt.Errorf("unknown command %q", cmd)
 	}
@@ -345,6 +369,12 @@ func (c *Config) validate(cmd string) error {
 		check(c.Rate > 0, "--rate must be positive")
 		check(c.Runs > 0, "--runs must be positive")
 		check(c.KeyOrder == "serial" || c.KeyOrder == "random", "--keys must be serial or random, not %q", c.KeyOrder)
+	case cmdHeavy:
+		check(c.Workers >= 0 && c.HeavyWorkers >= 0 && c.Workers+c.HeavyWorkers > 0, "--workers and --heavy-workers must not be negative, and not both 0")
+		check(c.HeavyKeys > 0 && c.HeavyKeys <= 65535, "--heavy-keys must be in 1..65535")
+		check(c.ReadRatio >= 0 && c.ReadRatio <= 1, "--read-ratio %v is outside [0, 1]", c.ReadRatio)
+		check(c.Duration > 0, "--duration must be positive")
+		check(c.Warmup >= 0, "--warmup must not be negative")
 	case cmdMultiget:
 		check(c.Partitions > 0, "--partitions must be positive")
 		check(c.RowsPerPartition > 0, "--rows-per-partition must be positive")

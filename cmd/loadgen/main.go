@@ -12,6 +12,7 @@
 //	loadgen workers     --hosts H [--workers 50000] [--queries 200]      (the published goroutine flood)
 //	loadgen ratelimited --hosts H [--parallelism P] [--rate R] [--runs N] [--keys serial|random] [--keep]
 //	loadgen multiget    --hosts H [--partitions 100] [--rows-per-partition 50] [--rf 3] [--setup]
+//	loadgen heavy       --hosts H [--workers 32] [--heavy-workers 8] [--heavy-keys 500] [--setup]
 //
 // docs/loadgen.md describes the measurements; run "loadgen COMMAND -h" for
 // every flag.
@@ -96,6 +97,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		errorsSeen, err = runRateLimited(ctx, cfg, stdout, stderr)
 	case cmdMultiget:
 		errorsSeen, err = runMultiget(ctx, cfg, stdout, stderr)
+	case cmdHeavy:
+		errorsSeen, err = runHeavy(ctx, cfg, stdout, stderr)
 	}
 	switch {
 	case err != nil:
@@ -117,6 +120,7 @@ commands:
   workers      N goroutines x K single-row SELECTs at stock gocql settings: wall time, errors
   ratelimited  a rate-limited parallel writer in one-second runs
   multiget     fetch batches of partitions four ways: sequential, async, IN, IN with LIMIT
+  heavy        a mixed workload plus one heavy statement (a multi-partition IN), each statement reported apart
 
 Run "loadgen COMMAND -h" for the flags of a command.
 `

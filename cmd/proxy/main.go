@@ -5,7 +5,8 @@
 // --admin-listen. SIGINT or SIGTERM start a
 // graceful shutdown (see --drain-timeout); a second signal kills the process.
 // SIGHUP loads the configuration again (flags, environment and --config
-// file) and applies the settings that can change while running.
+// file), reads --rules-file again, and applies the settings that can change
+// while running.
 //
 // "cqlgate statements --admin URL" shows the statement statistics of a
 // running proxy as a table (--watch refreshes it; see statements.go).

@@ -128,6 +128,10 @@ func TestVersion(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
+	badRules := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(badRules, []byte("rules: [{name: reports, table: shop.events}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -146,6 +150,12 @@ func TestConfigErrors(t *testing.T) {
 		}},
 		{"bad env", nil, []string{"CQLGATE_CONTACT_POINTS=a", "CQLGATE_CONNECT_TIMEOUT=5"}, []string{
 			`cqlgate: $CQLGATE_CONNECT_TIMEOUT: invalid duration "5"`,
+		}},
+		{"bad rules file", []string{"--contact-points=a", "--rules-file=" + badRules}, nil, []string{
+			`cqlgate: --rules-file: rules file ` + badRules + `: rule 1 ("reports"): max_in_flight required`,
+		}},
+		{"missing rules file", []string{"--contact-points=a", "--rules-file=/nonexistent/rules.yaml"}, nil, []string{
+			`cqlgate: --rules-file: rules file: open /nonexistent/rules.yaml: no such file or directory`,
 		}},
 	}
 	for _, tt := range tests {

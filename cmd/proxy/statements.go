@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cqlgate/cqlgate/pkg/rules"
 	"github.com/cqlgate/cqlgate/pkg/stmtstats"
 )
 
@@ -86,8 +87,14 @@ func runStatements(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 }
 
-func fetchStatements(ctx context.Context, client *http.Client, base, sortBy string, limit int) (stmtstats.Report, error) {
-	var r stmtstats.Report
+// report is GET /statements: the statements and the rules' state.
+type report struct {
+	stmtstats.Report
+	Rules []rules.Stat `json:"rules"`
+}
+
+func fetchStatements(ctx context.Context, client *http.Client, base, sortBy string, limit int) (report, error) {
+	var r report
 	u := fmt.Sprintf("%s/statements?sort=%s&limit=%d", base, url.QueryEscape(sortBy), limit)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -109,7 +116,7 @@ func fetchStatements(ctx context.Context, client *http.Client, base, sortBy stri
 }
 
 // printStatements writes the report as a psql-like table.
-func printStatements(w io.Writer, r stmtstats.Report, width int) {
+func printStatements(w io.Writer, r report, width int) {
 	fmt.Fprintf(w, "%d statements (at most %d, %d evicted) since %s, by %s\n\n",
 		r.Entries, r.MaxEntries, r.Evictions, r.Since.Local().Format(time.DateTime), r.Sort)
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
@@ -126,6 +133,23 @@ func printStatements(w io.Writer, r stmtstats.Report, width int) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "(%d rows)\n", len(r.Statements))
+	if len(r.Rules) > 0 {
+		printRules(w, r.Rules)
+	}
+}
+
+// printRules writes the rules' state (--rules-file) below the statements.
+func printRules(w io.Writer, rs []rules.Stat) {
+	fmt.Fprintf(w, "\nrules\n\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, " in flight\t limit\t queued\t queue\t max wait ms\t admitted\t waited\t rejected\t full\t timeout\t rule\t matches\t")
+	fmt.Fprintln(tw, "----------\t------\t-------\t------\t------------\t---------\t-------\t---------\t-----\t--------\t-----\t--------\t")
+	for _, s := range rs {
+		fmt.Fprintf(tw, "%d\t %d\t %d\t %d\t %.0f\t %d\t %d\t %d\t %d\t %d\t %s\t %s\t\n",
+			s.InFlight, s.Limit, s.Queued, s.QueueLength, s.MaxQueueWaitMs, s.Admitted, s.Waited,
+			s.Rejected, s.RejectedQueueFull, s.RejectedQueueTimeout, s.Name, s.Match)
+	}
+	tw.Flush()
 }
 
 func tableOf(s stmtstats.Stat) string {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cqlgate/cqlgate/pkg/rules"
 	"github.com/cqlgate/cqlgate/pkg/stmtstats"
 )
 
@@ -20,7 +21,8 @@ func TestStatementsCommand(t *testing.T) {
 	var gotQuery string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gotQuery = r.URL.RawQuery
-		_ = json.NewEncoder(w).Encode(tb.Snapshot(r.URL.Query().Get("sort"), 0))
+		_ = json.NewEncoder(w).Encode(report{Report: tb.Snapshot(r.URL.Query().Get("sort"), 0),
+			Rules: []rules.Stat{{Name: "reports", Match: "shop.events", Limit: 4, InFlight: 3, Queued: 1, QueueLength: 16, MaxQueueWaitMs: 100, Admitted: 9, Rejected: 5, RejectedQueueFull: 5}}})
 	}))
 	defer srv.Close()
 	var out, errb bytes.Buffer
@@ -31,7 +33,7 @@ func TestStatementsCommand(t *testing.T) {
 	if gotQuery != "sort=p99&limit=5" {
 		t.Errorf("asked %q", gotQuery)
 	}
-	for _, want := range []string{"1 statements", "shop.orders", "SELECT * FROM shop.orders WHERE id = ?", "(1 rows)", "p99 ms"} {
+	for _, want := range []string{"1 statements", "shop.orders", "SELECT * FROM shop.orders WHERE id = ?", "(1 rows)", "p99 ms", "rules", "reports", "shop.events"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/cqlgate/cqlgate/pkg/idempotency"
+	"github.com/cqlgate/cqlgate/pkg/rules"
 )
 
 // DefaultCQLPort is the port added to contact points given without one.
@@ -122,6 +123,8 @@ type Config struct {
 	SlowStatementThreshold time.Duration `flag:"slow-statement-threshold" env:"CQLGATE_SLOW_STATEMENT_THRESHOLD" yaml:"slow_statement_threshold" default:"0s" min:"0s" reload:"true" help:"log requests slower than this (statement id, text, node, latency, queue wait, hedges; never bind values) at warn level; 0 turns the slow-statement log off"`
 
 	SlowStatementSampleRate float64 `flag:"slow-statement-sample-rate" env:"CQLGATE_SLOW_STATEMENT_SAMPLE_RATE" yaml:"slow_statement_sample_rate" default:"1" above:"0" max:"1" reload:"true" help:"share (0-1] of the requests over --slow-statement-threshold that are logged"`
+
+	RulesFile string `flag:"rules-file" env:"CQLGATE_RULES_FILE" yaml:"rules_file" reload:"true" help:"YAML file of rules capping the requests in flight of a statement (its id in /statements) or a keyspace.table, each with its own small queue; excess gets OVERLOADED naming the rule. Read again on SIGHUP; see docs/rules.md. Needs statement statistics (--statement-stats-entries above 0)"`
 
 	HostID string `flag:"host-id" env:"CQLGATE_HOST_ID" yaml:"host_id" help:"host_id UUID this proxy reports in system.local; empty derives one"`
 
@@ -325,6 +328,13 @@ func (c *Config) Validate() error {
 	}
 	if c.SpeculativeDelayMax < c.SpeculativeDelayMin {
 		p.add("SpeculativeDelayMax", "must be at least --speculative-delay-min (%s), got %s", c.SpeculativeDelayMin, c.SpeculativeDelayMax)
+	}
+	if c.RulesFile != "" {
+		if c.StatementStatsEntries == 0 {
+			p.add("RulesFile", "needs statement statistics: rules match the statements they keep, so --statement-stats-entries must be above 0")
+		} else if _, err := rules.Load(c.RulesFile); err != nil {
+			p.add("RulesFile", "%v", err)
+		}
 	}
 	if _, err := idempotency.ParseOverrides(c.SpeculativeIdempotent); err != nil {
 		p.add("SpeculativeIdempotent", "%v", err)

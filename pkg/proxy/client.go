@@ -474,7 +474,10 @@ func (c *client) close(err error) {
 	c.releaseRole()
 	close(c.done)
 	c.nc.Close()
-	// Requests still waiting for a permit will never be answered.
+	// Requests still waiting for a permit will never be answered. Rule
+	// queues first: a request the limiter cancels frees a rule permit,
+	// which must not go to this client.
+	c.p.rules.CancelFlow(c.flow)
 	c.p.limiter.CancelFlow(c.flow)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		c.log.Debug("client connection closed", zap.Error(err))

@@ -30,6 +30,7 @@ import (
 	"github.com/cqlgate/cqlgate/pkg/frame"
 	"github.com/cqlgate/cqlgate/pkg/idempotency"
 	"github.com/cqlgate/cqlgate/pkg/limiter"
+	"github.com/cqlgate/cqlgate/pkg/rules"
 	"github.com/cqlgate/cqlgate/pkg/stmtstats"
 	"github.com/cqlgate/cqlgate/pkg/systables"
 )
@@ -62,6 +63,8 @@ type Proxy struct {
 	// slow-statement log settings. See stmtstats.go.
 	stmts *stmtstats.Table
 	slow  slowLog
+	// rules are the --rules-file caps (rules.go).
+	rules rules.Manager
 	// nodeTable tells routing which nodes are up and local.
 	nodeTable atomic.Pointer[nodeTable]
 	// maxClients is --max-client-connections (0: no limit); reloadable.
@@ -190,6 +193,14 @@ func New(cfg config.Config, log *zap.Logger, reg prometheus.Registerer) (_ *Prox
 	}
 	undo = append(undo, p.hedging.stop)
 	if err := p.initStatements(cfg, reg); err != nil {
+		return nil, err
+	}
+	defs, err := loadRules(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--rules-file: %w", err)
+	}
+	p.applyRules(defs)
+	if err := reg.Register(rules.NewCollector(&p.rules)); err != nil {
 		return nil, err
 	}
 	addrMap, err := config.ParseAddressMap(cfg.AddressMap)
@@ -349,6 +360,10 @@ func (p *Proxy) Run(ctx context.Context) error {
 		defer p.wg.Done()
 		p.trackSchemaVersion(ctx)
 	}()
+	// Rule queues expire until the requests have drained, after ctx.
+	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSweep()
+	go p.sweepRules(sweepCtx)
 	var acceptors sync.WaitGroup
 	for _, e := range p.endpoints {
 		acceptors.Add(1)
@@ -562,6 +577,12 @@ func (p *Proxy) Reload(next config.Config) (restart []string, err error) {
 	if err != nil {
 		return restart, fmt.Errorf("--keyspace-weights, --role-weights: %w", err)
 	}
+	// Read again whether or not its name changed: SIGHUP is how an edited
+	// file is applied.
+	defs, err := loadRules(next)
+	if err != nil {
+		return restart, fmt.Errorf("--rules-file: %w", err)
+	}
 	if err := p.limiter.Reconfigure(limiterConfig(next)); err != nil {
 		return restart, fmt.Errorf("limiter: %w", err)
 	}
@@ -573,6 +594,7 @@ func (p *Proxy) Reload(next config.Config) (restart []string, err error) {
 	p.bufferLimit.Store(int64(next.MaxBufferedBytes))
 	p.hedging.maxExtra.Store(int32(next.SpeculativeMaxExecutions))
 	p.reloadStatements(next)
+	p.applyRules(defs)
 	p.live = next
 	return restart, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/cqlgate/cqlgate/pkg/backend"
 	"github.com/cqlgate/cqlgate/pkg/frame"
 	"github.com/cqlgate/cqlgate/pkg/limiter"
+	"github.com/cqlgate/cqlgate/pkg/rules"
 	"github.com/cqlgate/cqlgate/pkg/stmtstats"
 	"github.com/cqlgate/cqlgate/pkg/systables"
 )
@@ -38,7 +39,11 @@ const maxRetries = 2
 //  1. The client's read loop builds it (handle), routes it and, when a
 //     permit is free, queues it on a backend connection (forward,
 //     dispatch).
-//  2. Without a free permit it waits in the limiter's queue. Whoever frees
+//  2. A request matching a rule (rules.go) first needs the rule's permit;
+//     without a free one it waits in the rule's queue, and whoever
+//     releases one calls RuleAdmitted (which goes on to the limiter), or the
+//     rule sweeper RuleRejected. Without a free node permit it waits in
+//     the limiter's queue. Whoever frees
 //     room (a goroutine releasing another request's permit, usually a
 //     backend read loop) calls Admitted, or the limiter's sweeper calls
 //     Rejected.
@@ -52,8 +57,8 @@ const maxRetries = 2
 //     (Hedge): from the moment the timer fires, its fate is decided under
 //     hs.mu, and it is never pooled again (shared).
 //
-// Every path ends in finishAt, the one exit: the limiter gets the permit
-// back, the histograms their sample, the pools the frame and the request.
+// Every path ends in finishAt, the one exit: the limiter and the rule get
+// their permits back, the histograms their sample, the pools the frame and the request.
 type request struct {
 	c   *client
 	buf *frame.Buf // the request frame; its stream id is rewritten per send
@@ -95,6 +100,7 @@ type request struct {
 	shared bool
 
 	permit       limiter.Permit  // the zero Permit for requests the limiter skips
+	rule         rules.Permit    // the permit of the rule it matches (rules.go)
 	admittedLate bool            // admitted from the limiter's queue (Admitted)
 	held         int32           // bytes counted in Proxy.buffered for it
 	sent         time.Time       // when it was queued to Cassandra
@@ -237,6 +243,9 @@ func (c *client) forward(req *request) {
 	if req.table == systables.TableNone {
 		c.route(req)
 		req.stmt = c.p.statementOf(req)
+		if !c.admitRule(req) {
+			return // queued for its rule's permit, or refused
+		}
 		p, ok := c.p.limiter.TryAcquire(req.cands)
 		if !ok {
 			// The queue's wait starts now, not when the burst arrived: its
@@ -468,9 +477,14 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 	if r.stmt != nil {
 		r.noteAnswer(resp.B)
 	}
+	// The rule's permit goes back before the client has its answer: a
+	// client sending one request at a time must find it free for the next
+	// (finishAt, after the answer, would be too late with no rule queue).
+	at := conn.ReadAt()
+	r.rule.Release(at)
 	frame.SetStream(resp.B, r.view.Stream)
 	c.sendFrom(conn, resp)
-	r.finishAt(conn.ReadAt())
+	r.finishAt(at)
 }
 
 // fail answers the client with an error the proxy generated.
@@ -491,6 +505,7 @@ func (r *request) failAt(code int32, msg string, now time.Time) {
 	}
 	r.c.p.metrics.proxyError(code)
 	r.noteError(code, len(msg))
+	r.rule.Release(now) // before the answer, as in OnResponse
 	r.c.sendError(r.view.Stream, code, msg)
 	r.finishAt(now)
 }
@@ -519,6 +534,10 @@ func (r *request) finishAt(now time.Time) {
 			}
 		}
 	}
+	// After the node permit, so that a request the rule admits next finds
+	// the node's room too; the answering paths gave it back already
+	// (Release zeroes r.rule: it goes back once).
+	r.rule.Release(now)
 	c.inflight.Add(-1)
 	c.p.buffered.Add(-int64(r.held))
 	r.buf.Release()

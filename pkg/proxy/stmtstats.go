@@ -12,7 +12,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -202,14 +201,7 @@ func (r *request) logSlow(s *stmtstats.Sample) {
 // It answers 404 when statistics are off (--statement-stats-entries 0).
 func (p *Proxy) StatementsHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /statements", func(w http.ResponseWriter, r *http.Request) {
-		if p.stmts == nil {
-			http.Error(w, "statement statistics are off (--statement-stats-entries 0)", http.StatusNotFound)
-			return
-		}
-		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-		writeJSON(w, p.stmts.Snapshot(r.URL.Query().Get("sort"), limit))
-	})
+	mux.HandleFunc("GET /statements", p.statementsJSON)
 	mux.HandleFunc("POST /statements/reset", func(w http.ResponseWriter, r *http.Request) {
 		if p.stmts == nil {
 			http.Error(w, "statement statistics are off (--statement-stats-entries 0)", http.StatusNotFound)

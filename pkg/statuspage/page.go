@@ -57,6 +57,11 @@ code{font-size:.95em}small{color:#666}
 </table>
 </section>
 </div>
+{{with .Rules}}<h2>Rules</h2>
+<table id="rules">
+<tr><th class="l">rule</th><th>in flight</th><th>limit</th><th>queued</th><th>admitted</th><th>rejected: queue full</th><th>rejected: queue timeout</th></tr>
+{{range .}}<tr><td class="l">{{.Name}}</td><td>{{.InFlight}}</td><td>{{.Limit}}</td><td>{{.Queued}}</td><td>{{.Admitted}}</td><td>{{.QueueFull}}</td><td>{{.Timeout}}</td></tr>
+{{end}}</table>{{end}}
 <h2>Top statements by total time</h2>
 {{with .Statements}}<small>since {{.Since.Format "15:04:05"}}: {{.Entries}} statements kept (at most {{.MaxEntries}}, {{.Evictions}} evicted); all of them at <a href="statements?sort=p99">/statements</a></small>
 <table id="statements">

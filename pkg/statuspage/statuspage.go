@@ -1,7 +1,8 @@
 // Package statuspage renders cqlgate's status page, served at / on the admin
 // address: the Cassandra nodes (up, latency, requests in flight against
 // their limit), the limiter (queue depth, waits, rejections by reason),
-// hedging (rate, wins, budget) and the top statements. It is plain HTML
+// hedging (rate, wins, budget), the rules of --rules-file (in flight,
+// queued, rejected) and the top statements. It is plain HTML
 // rendered on the server from the proxy's own Prometheus registry and
 // statement statistics, with a few lines of JavaScript that fetch the page
 // again every two seconds and swap its content: no build step, no asset
@@ -55,6 +56,13 @@ type Node struct {
 	MeanMs, P99Ms float64
 }
 
+// Rule is one rule's row (--rules-file), from the cqlgate_rule_* series.
+type Rule struct {
+	Name                         string
+	InFlight, Limit, Queued      float64
+	Admitted, QueueFull, Timeout float64
+}
+
 // Status is what the page shows.
 type Status struct {
 	Time          time.Time
@@ -72,6 +80,7 @@ type Status struct {
 	WinRate       float64
 	Paused        bool
 	Budget        float64 // hedges allowed by the budget so far
+	Rules         []Rule
 	Statements    *stmtstats.Report
 	Err           string
 }
@@ -137,6 +146,30 @@ func (h *Handler) status() Status {
 		s.Nodes = append(s.Nodes, *n)
 	}
 	slices.SortFunc(s.Nodes, func(a, b Node) int { return cmp.Compare(a.Name, b.Name) })
+	rules := map[string]*Rule{}
+	rule := func(name string) *Rule {
+		if r := rules[name]; r != nil {
+			return r
+		}
+		r := &Rule{Name: name}
+		rules[name] = r
+		return r
+	}
+	each("cqlgate_rule_in_flight", func(m *dto.Metric, l map[string]string) { rule(l["rule"]).InFlight = val(m) })
+	each("cqlgate_rule_limit", func(m *dto.Metric, l map[string]string) { rule(l["rule"]).Limit = val(m) })
+	each("cqlgate_rule_queued", func(m *dto.Metric, l map[string]string) { rule(l["rule"]).Queued = val(m) })
+	each("cqlgate_rule_admitted_total", func(m *dto.Metric, l map[string]string) { rule(l["rule"]).Admitted = val(m) })
+	each("cqlgate_rule_rejected_total", func(m *dto.Metric, l map[string]string) {
+		if l["reason"] == "queue_full" {
+			rule(l["rule"]).QueueFull = val(m)
+		} else {
+			rule(l["rule"]).Timeout += val(m)
+		}
+	})
+	for _, r := range rules {
+		s.Rules = append(s.Rules, *r)
+	}
+	slices.SortFunc(s.Rules, func(a, b Rule) int { return cmp.Compare(a.Name, b.Name) })
 	s.QueueDepth = sum("cqlgate_limiter_queue_depth")
 	s.QueueMaxWait = sum("cqlgate_limiter_queue_max_wait_seconds")
 	each("cqlgate_limiter_queue_wait_seconds", func(m *dto.Metric, _ map[string]string) {

@@ -63,6 +63,12 @@ func (e *Entry) Evicted() bool { return e.evicted.Load() }
 // Text is the statement's text (normalized for QUERY, truncated).
 func (e *Entry) Text() string { return e.text }
 
+// Keyspace is the keyspace of the statement's table ("" if unknown).
+func (e *Entry) Keyspace() string { return e.keyspace }
+
+// Table is the statement's table ("" if unknown, or a BATCH of several).
+func (e *Entry) Table() string { return e.table }
+
 // KeyspaceTable is "keyspace.table", or what of it is known.
 func (e *Entry) KeyspaceTable() string {
 	if e.table == "" {

@@ -40,6 +40,12 @@ func startInProcess(t *testing.T, contactPoints []string, reg prometheus.Registe
 	// Per-statement series exist only for the top N statements: with some,
 	// the docs can tell their types.
 	cfg.StatementMetricsTop = 5
+	// Rule series exist only for the rules of the file: one that matches
+	// nothing lets the docs tell their types.
+	cfg.RulesFile = filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(cfg.RulesFile, []byte("rules: [{name: docs, table: docs.none, max_in_flight: 1}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("config: %v", err)
 	}
