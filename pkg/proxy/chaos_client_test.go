@@ -107,17 +107,25 @@ func (c *chaosConn) rt(f []byte) ([]byte, error) {
 
 // prepare prepares q (in no keyspace: texts are qualified) and returns
 // the id and, for v5, the result metadata id.
+//
+// The proxy prepares on every node, with faults off yet, but on a loaded
+// machine under -race that can take longer than a short --request-timeout:
+// a timeout is tried again, as a driver would, a few times.
 func (c *chaosConn) prepare(q string) (id, metaID []byte, err error) {
-	resp, err := c.rt(frame.AppendPrepare(nil, c.version, 1, q, ""))
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := frame.ParsePrepared(c.version, frame.Body(resp))
-	if err != nil {
+	for attempt := 1; ; attempt++ {
+		resp, err := c.rt(frame.AppendPrepare(nil, c.version, 1, q, ""))
+		if err != nil {
+			return nil, nil, err
+		}
+		m, err := frame.ParsePrepared(c.version, frame.Body(resp))
+		if err == nil {
+			return m.ID, m.ResultMetadataID, nil
+		}
 		code, msg, _ := frame.ErrorCode(frame.Body(resp))
-		return nil, nil, fmt.Errorf("PREPARE %q: %v (0x%04x %s)", q, err, code, msg)
+		if code != frame.ErrCodeServer || !strings.Contains(msg, "within the request timeout") || attempt == 5 {
+			return nil, nil, fmt.Errorf("PREPARE %q (attempt %d): %v (0x%04x %s)", q, attempt, err, code, msg)
+		}
 	}
-	return m.ID, m.ResultMetadataID, nil
 }
 
 // startReader reads answers until the connection closes, checking that
