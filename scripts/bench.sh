@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench.sh - the project's benchmark: the same closed-loop workload against one local Cassandra
-# node directly and through cqlgate, in alternating rounds, with the proxy's CPU per request.
+# bench.sh - the project's benchmark: the same closed-loop workloads against one local Cassandra
+# node directly and through cqlgate, in alternating rounds, at several concurrencies, with the
+# proxy's CPU, system calls and context switches per request and the machine's CPU per request.
 #
 # Run `scripts/bench.sh --help` for usage.
 set -euo pipefail
@@ -22,20 +23,28 @@ usage() {
   cat <<EOF
 $PROG - benchmark cqlgate against a direct connection to one local Cassandra node
 
-Usage: $PROG [--duration D] [--rounds N] [--workers N] [--json] [--keep-cassandra] [-- LOADGEN-FLAGS...]
+Usage: $PROG [--duration D] [--rounds N] [--workers LIST] [--workloads LIST] [--json] [--keep-cassandra]
+       [-- LOADGEN-FLAGS...]
 
 Starts Cassandra on $CASSANDRA_CQL (scripts/cassandra-local.sh, dir $CASSANDRA_DIR) unless
 something already answers there, builds ./cmd/proxy and ./cmd/loadgen, starts the proxy on
 $PROXY_LISTEN (admin $ADMIN), runs "loadgen setup" and then
-"loadgen compare --target direct=$CASSANDRA_CQL --target proxy=$PROXY_LISTEN".
+"loadgen compare --target direct=$CASSANDRA_CQL --target proxy=$PROXY_LISTEN" once per
+workload and number of workers (one proxy process for all), printing each comparison's table
+and then one summary table (Markdown) of the figures that say what the sidecar costs:
+throughput and p50 against direct, added p50, the proxy's CPU per request (/proc/PID/stat)
+beside loadgen's own (the driver's, gocql included), the machine's busy CPU per request direct
+and proxied (/proc/stat), and the proxy's read and write system calls and voluntary context
+switches per request (/proc/PID/io, /proc/PID/task/*/status).
 On exit it stops the proxy and, unless asked to keep it, the Cassandra node it started.
 A Cassandra node that was already running is never stopped.
 
 Options (each also settable by environment):
   --duration D        measured window per round   (BENCH_DURATION, default 5s)
   --rounds N          rounds per target, ABBA      (BENCH_ROUNDS, default 4)
-  --workers N         closed-loop workers          (BENCH_WORKERS, default 128)
-  --json              print loadgen's JSON report instead of the table (BENCH_JSON=1)
+  --workers LIST      closed-loop workers, comma-separated (BENCH_WORKERS, default 1,4,16,128)
+  --workloads LIST    loadgen workloads, comma-separated (BENCH_WORKLOADS, default read,write)
+  --json              print loadgen's JSON reports, one per line, instead of the tables (BENCH_JSON=1)
   --keep-cassandra    leave the Cassandra node running for the next run (KEEP_CASSANDRA=1)
   -- FLAGS...         passed on to "loadgen compare" (e.g. -- --workload mixed)
 
@@ -70,7 +79,8 @@ source "$REPO/scripts/bench-lib.sh"
 
 duration=${BENCH_DURATION:-5s}
 rounds=${BENCH_ROUNDS:-4}
-workers=${BENCH_WORKERS:-128}
+workers=${BENCH_WORKERS:-1,4,16,128}
+workloads=${BENCH_WORKLOADS:-read,write}
 json=${BENCH_JSON:-0}
 extra=()
 while [[ $# -gt 0 ]]; do
@@ -78,6 +88,7 @@ while [[ $# -gt 0 ]]; do
     --duration) duration=${2:?--duration needs a value}; shift 2;;
     --rounds) rounds=${2:?--rounds needs a value}; shift 2;;
     --workers) workers=${2:?--workers needs a value}; shift 2;;
+    --workloads) workloads=${2:?--workloads needs a value}; shift 2;;
     --json) json=1; shift;;
     --keep-cassandra) KEEP_CASSANDRA=1; shift;;
     -h|--help) usage; exit 0;;
@@ -88,6 +99,7 @@ done
 
 command -v go >/dev/null || die "go is not on PATH"
 command -v curl >/dev/null || die "curl is not on PATH (needed to probe the proxy's /readyz)"
+command -v jq >/dev/null || die "jq is not on PATH (needed for the summary table)"
 
 start_flags=()
 if [[ -n ${BENCH_CASSANDRA_HEAP:-} ]]; then
@@ -115,20 +127,58 @@ note "proxy ready (pid $proxy_pid, --client-auth $client_auth${user:+, load as r
 "$workdir/loadgen" setup --hosts "$CASSANDRA_CQL" --username "$admin_user" >&2
 export LOADGEN_PASSWORD=${BENCH_PASSWORD:-}
 
-compare=(
-  compare
-  --target "direct=$CASSANDRA_CQL"
-  --target "proxy=$PROXY_LISTEN"
-  --workers "$workers"
-  --duration "$duration"
-  --rounds "$rounds"
-  --proxy-metrics "http://$ADMIN/metrics"
-  --username "$user"
-)
+IFS=, read -r -a worker_list <<<"$workers"
+IFS=, read -r -a workload_list <<<"$workloads"
+reports=()
+for workload in "${workload_list[@]}"; do
+  for n in "${worker_list[@]}"; do
+    compare=(
+      compare
+      --target "direct=$CASSANDRA_CQL"
+      --target "proxy=$PROXY_LISTEN"
+      --workload "$workload"
+      --workers "$n"
+      --duration "$duration"
+      --rounds "$rounds"
+      --proxy-metrics "http://$ADMIN/metrics"
+      --proxy-pid "$proxy_pid"
+      --username "$user"
+      --json
+    )
+    note "$workload, $n workers"
+    report=$workdir/compare-$workload-$n.json
+    if ! "$workdir/loadgen" "${compare[@]}" "${extra[@]}" >"$report"; then
+      proxy_log_tail
+      die "loadgen compare failed ($workload, $n workers)"
+    fi
+    reports+=("$report")
+    if [[ $json == 1 ]]; then
+      jq -c . "$report"
+    fi
+  done
+done
 if [[ $json == 1 ]]; then
-  compare+=(--json)
+  exit 0
 fi
-if ! "$workdir/loadgen" "${compare[@]}" "${extra[@]}"; then
-  proxy_log_tail
-  die "loadgen compare failed"
-fi
+
+# The summary: one row per workload and concurrency, ratios within one run. "x" columns are
+# proxied / direct; CPU figures are µs per request; loadgen's CPU is gocql's included.
+echo "| workers | workload | throughput x direct | p50 direct µs | p50 x direct | added p50 µs | proxy CPU µs/req | loadgen CPU µs/req direct | loadgen CPU µs/req proxied | machine CPU µs/req direct | machine CPU µs/req proxied | machine x direct | proxy read+write syscalls/req | proxy voluntary switches/req | errors |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+jq -r -s '.[] | . as $r | .targets[0] as $d | .targets[1] as $p |
+  def f(x; n): if x == null then "-" else (x * pow(10; n) | round / pow(10; n) | tostring) end;
+  [ ($r.settings.workers | tostring), $r.settings.workload,
+    f($p.throughput_ratio; 2),
+    ($d.latency_us.p50 | tostring),
+    f(if $d.latency_us.p50 > 0 then $p.latency_us.p50 / $d.latency_us.p50 else null end; 2),
+    ($p.added_latency_us.p50 | tostring),
+    f($p.proxy_cpu_us_per_req; 1),
+    f($d.loadgen_cpu_us_per_op; 1), f($p.loadgen_cpu_us_per_op; 1),
+    f($d.machine_cpu_us_per_req; 1), f($p.machine_cpu_us_per_req; 1),
+    f(if ($d.machine_cpu_us_per_req // 0) > 0 and $p.machine_cpu_us_per_req != null
+      then $p.machine_cpu_us_per_req / $d.machine_cpu_us_per_req else null end; 2),
+    f(if $p.proxy_calls_per_req == null then null
+      else $p.proxy_calls_per_req.read_syscalls + $p.proxy_calls_per_req.write_syscalls end; 2),
+    f($p.proxy_calls_per_req.voluntary_switches; 2),
+    (($d.errors_total + $p.errors_total) | tostring)
+  ] | "| " + join(" | ") + " |"' "${reports[@]}"
