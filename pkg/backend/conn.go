@@ -196,7 +196,7 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 	if nc, err = startTLS(ctx, nc, cfg); err != nil {
 		return nil, err
 	}
-	rw := nc
+	rw := netio.Wrap(nc)
 	in := frame.NewStampedReader(rw)
 	c := &Conn{
 		nc:           nc,

@@ -1,6 +1,7 @@
 // Package netio moves frames between the proxy's sockets and its
 // goroutines: Outbox is the batching writer shared by the client side
-// (answers) and the backend side (requests).
+// (answers) and the backend side (requests), and Wrap gives a TCP socket
+// reads and writes that cost one system call each and nothing more.
 //
 // It owns no connection and knows no request: it must not decide when a
 // connection dies (a write error is returned to the owner, who closes)

@@ -62,7 +62,7 @@ type client struct {
 }
 
 func newClient(p *Proxy, ep *endpoint, nc net.Conn) *client {
-	rw := nc
+	rw := netio.Wrap(nc)
 	in := frame.NewStampedReader(rw)
 	c := &client{
 		p:    p,
