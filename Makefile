@@ -37,6 +37,10 @@ unit: ## the tests that need no Cassandra (fast)
 bench: ## proxied vs direct on one local node at 1, 4, 16, 128 workers, read and write: throughput, p50, CPU per request (proxy, loadgen, machine), proxy syscalls
 	bash scripts/bench.sh
 
+.PHONY: bench-syscalls
+bench-syscalls: ## the proxy's syscalls by kind, context switches and CPU per request under perf, at 1, 4, 16, 128 workers (SYSCALLS_BASELINE_BIN: a second binary in the same rounds)
+	bash scripts/bench-syscalls.sh
+
 .PHONY: seed
 seed: ## the seed experiment: 50,000 goroutines x 200 SELECTs, gocql defaults, direct and proxied (SEED_WORKERS, SEED_QUERIES)
 	bash scripts/seed.sh
