@@ -59,7 +59,9 @@ perf stat -e raw_syscalls:sys_enter -- true >/dev/null 2>&1 ||
 bench_main syscalls "${SYSCALLS_PROXY_BIN:-}" "" "$@"
 
 binaries=(proxy)
-ln -s "$(readlink -f "$workdir/proxy")" "$workdir/bin-proxy"
+# bench_setup left the binary under test at $workdir/proxy (built, or a link to it); each round
+# points $workdir/proxy at the binary it runs.
+mv "$workdir/proxy" "$workdir/bin-proxy"
 if [[ -n ${SYSCALLS_BASELINE_BIN:-} ]]; then
   [[ -x $SYSCALLS_BASELINE_BIN ]] || die "$SYSCALLS_BASELINE_BIN is not executable"
   ln -s "$(readlink -f "$SYSCALLS_BASELINE_BIN")" "$workdir/bin-baseline"
@@ -82,8 +84,7 @@ for ((round = 0; round < ROUNDS; round++)); do
     for ((i = ${#binaries[@]} - 1; i >= 0; i--)); do order+=("${binaries[i]}"); done
   fi
   for bin in "${order[@]}"; do
-    rm -f "$workdir/proxy"
-    ln -s "$(readlink -f "$workdir/bin-$bin")" "$workdir/proxy"
+    ln -sfn "bin-$bin" "$workdir/proxy"
     start_proxy "$PROXY_LISTEN" "${proxy_flags[@]}"
     for workload in "${workload_list[@]}"; do
       for n in "${worker_list[@]}"; do

@@ -11,7 +11,9 @@ import (
 // Wrap returns the reader and writer to use for nc's bytes: for a plain
 // TCP socket one that reads and writes with raw system calls (see rawConn),
 // for anything else (TLS, an in-memory pipe) nc itself. Deadlines, Close
-// and the addresses stay on nc.
+// and the addresses stay on nc. The result may be used by one reading and
+// one writing goroutine at a time, as a frame.Reader and a frame.Writer
+// use it.
 func Wrap(nc net.Conn) io.ReadWriter {
 	tc, ok := nc.(*net.TCPConn)
 	if !ok {
@@ -21,7 +23,9 @@ func Wrap(nc net.Conn) io.ReadWriter {
 	if err != nil {
 		return nc
 	}
-	return &rawConn{rc: rc}
+	c := &rawConn{rc: rc}
+	c.readFn, c.writeFn = c.read, c.write
+	return c
 }
 
 // rawConn reads and writes a non-blocking TCP socket with
@@ -35,35 +39,33 @@ func Wrap(nc net.Conn) io.ReadWriter {
 // its 20 µs naps until it sleeps again), one to two per request. A
 // non-blocking read or write on a socket returns at once, so nothing is
 // lost by not handing the P over during it.
+//
+// The functions handed to RawConn are bound once (readFn, writeFn) and
+// keep their state in the struct: a closure per call would allocate.
 type rawConn struct {
 	rc syscall.RawConn
+
+	// The reading goroutine's call: its buffer, bytes read, error.
+	rbuf   []byte
+	rn     int
+	rerr   syscall.Errno
+	readFn func(fd uintptr) bool
+
+	// The writing goroutine's call: its bytes, bytes written, error.
+	wbuf    []byte
+	wn      int
+	werr    syscall.Errno
+	writeFn func(fd uintptr) bool
 }
 
 func (c *rawConn) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	var (
-		n     int
-		errno syscall.Errno
-	)
-	err := c.rc.Read(func(fd uintptr) bool {
-		for {
-			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-			switch e {
-			case 0:
-				n = int(r)
-				return true
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false // the poller waits for readability, then calls again
-			default:
-				errno = e
-				return true
-			}
-		}
-	})
+	c.rbuf, c.rn, c.rerr = b, 0, 0
+	err := c.rc.Read(c.readFn)
+	n, errno := c.rn, c.rerr
+	c.rbuf = nil
 	switch {
 	case err != nil:
 		return 0, err
@@ -75,27 +77,31 @@ func (c *rawConn) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-func (c *rawConn) Write(b []byte) (int, error) {
-	var (
-		n     int
-		errno syscall.Errno
-	)
-	err := c.rc.Write(func(fd uintptr) bool {
-		for n < len(b) {
-			r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[n])), uintptr(len(b)-n))
-			switch e {
-			case 0:
-				n += int(r)
-			case syscall.EINTR:
-			case syscall.EAGAIN:
-				return false // the poller waits for room, then calls again
-			default:
-				errno = e
-				return true
-			}
+// read is readFn: one read(2), or false to wait for readability.
+func (c *rawConn) read(fd uintptr) bool {
+	b := c.rbuf
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		switch e {
+		case 0:
+			c.rn = int(r)
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // the poller waits for readability, then calls again
+		default:
+			c.rerr = e
+			return true
 		}
-		return true
-	})
+	}
+}
+
+func (c *rawConn) Write(b []byte) (int, error) {
+	c.wbuf, c.wn, c.werr = b, 0, 0
+	err := c.rc.Write(c.writeFn)
+	n, errno := c.wn, c.werr
+	c.wbuf = nil
 	switch {
 	case err != nil:
 		return n, err
@@ -103,4 +109,24 @@ func (c *rawConn) Write(b []byte) (int, error) {
 		return n, os.NewSyscallError("write", errno)
 	}
 	return n, nil
+}
+
+// write is writeFn: write(2) until all of wbuf is written, or false to
+// wait for room.
+func (c *rawConn) write(fd uintptr) bool {
+	b := c.wbuf
+	for c.wn < len(b) {
+		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[c.wn])), uintptr(len(b)-c.wn))
+		switch e {
+		case 0:
+			c.wn += int(r)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false // the poller waits for room, then calls again
+		default:
+			c.werr = e
+			return true
+		}
+	}
+	return true
 }

@@ -105,3 +105,22 @@ func TestRawConnDeadlineAndClose(t *testing.T) {
 		t.Fatalf("read on a closed socket: %v, want net.ErrClosed", err)
 	}
 }
+
+// A read and a write through the raw path allocate nothing: they run for
+// every request.
+func TestRawConnAllocatesNothing(t *testing.T) {
+	c, s := tcpPair(t)
+	cw, sr := Wrap(c), Wrap(s)
+	out, in := []byte("ping"), make([]byte, 4)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := cw.Write(out); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(sr, in); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations per write and read, want 0", allocs)
+	}
+}
