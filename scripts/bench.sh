@@ -18,6 +18,8 @@ readonly CASSANDRA_DIR=${BENCH_CASSANDRA_DIR:-/tmp/cqlgate-bench}
 readonly PROXY_LISTEN=${BENCH_PROXY_LISTEN:-127.0.0.1:19042}
 readonly ADMIN=${BENCH_PROXY_ADMIN:-127.0.0.1:19180}
 readonly PROXY_READY_TIMEOUT=${BENCH_PROXY_TIMEOUT:-30}
+readonly BASELINE_LISTEN=${BENCH_BASELINE_LISTEN:-127.0.0.1:19045}
+readonly BASELINE_ADMIN=${BENCH_BASELINE_ADMIN:-127.0.0.1:19185}
 
 usage() {
   cat <<EOF
@@ -52,7 +54,11 @@ Other environment: BENCH_CASSANDRA_ADDR (default 127.0.10.1), BENCH_CASSANDRA_DI
 /tmp/cqlgate-bench), BENCH_CASSANDRA_HEAP (passed as --heap), BENCH_PROXY_LISTEN (default
 127.0.0.1:19042), BENCH_PROXY_ADMIN (default 127.0.0.1:19180), BENCH_PROXY_TIMEOUT (seconds to
 wait for the proxy, default 30), BENCH_PROXY_BIN (a proxy binary to use instead of building
-./cmd/proxy).
+./cmd/proxy), BENCH_BASELINE_BIN (a second proxy binary, e.g. built from an older commit: it
+runs beside the first on BENCH_BASELINE_LISTEN, default $BASELINE_LISTEN, admin
+BENCH_BASELINE_ADMIN, default $BASELINE_ADMIN, as the target "baseline" in the same rotated
+rounds, so before and after come from one run; the proxy CPU, syscall and context-switch
+figures are the first proxy's only).
 Stop a kept node with: scripts/cassandra-local.sh stop --dir $CASSANDRA_DIR
 
 A node with PasswordAuthenticator (a node started here then gets --auth; the superuser is
@@ -123,6 +129,21 @@ fi
 bench_setup bench "${BENCH_PROXY_BIN:-}" "${start_flags[@]}"
 start_proxy "$PROXY_LISTEN" --client-auth "$client_auth"
 note "proxy ready (pid $proxy_pid, --client-auth $client_auth${user:+, load as role $user})"
+targets=(--target "direct=$CASSANDRA_CQL")
+if [[ -n ${BENCH_BASELINE_BIN:-} ]]; then
+  [[ -x $BENCH_BASELINE_BIN ]] || die "$BENCH_BASELINE_BIN is not executable"
+  "$BENCH_BASELINE_BIN" --listen "$BASELINE_LISTEN" --contact-points "$CASSANDRA_CQL" \
+    --admin-listen "$BASELINE_ADMIN" --log-level warn --client-auth "$client_auth" >>"$workdir/baseline.log" 2>&1 &
+  baseline_pid=$!
+  extra_pids+=("$baseline_pid")
+  until curl -fsS -o /dev/null --max-time 2 "http://$BASELINE_ADMIN/readyz" 2>/dev/null; do
+    kill -0 "$baseline_pid" 2>/dev/null || die "the baseline proxy exited (log: $workdir/baseline.log)"
+    sleep 0.2
+  done
+  note "baseline proxy ready (pid $baseline_pid)"
+  targets+=(--target "baseline=$BASELINE_LISTEN")
+fi
+targets+=(--target "proxy=$PROXY_LISTEN")
 
 "$workdir/loadgen" setup --hosts "$CASSANDRA_CQL" --username "$admin_user" >&2
 export LOADGEN_PASSWORD=${BENCH_PASSWORD:-}
@@ -134,8 +155,7 @@ for workload in "${workload_list[@]}"; do
   for n in "${worker_list[@]}"; do
     compare=(
       compare
-      --target "direct=$CASSANDRA_CQL"
-      --target "proxy=$PROXY_LISTEN"
+      "${targets[@]}"
       --workload "$workload"
       --workers "$n"
       --duration "$duration"
@@ -161,13 +181,13 @@ if [[ $json == 1 ]]; then
   exit 0
 fi
 
-# The summary: one row per workload and concurrency, ratios within one run. "x" columns are
-# proxied / direct; CPU figures are µs per request; loadgen's CPU is gocql's included.
-echo "| workers | workload | throughput x direct | p50 direct µs | p50 x direct | added p50 µs | proxy CPU µs/req | loadgen CPU µs/req direct | loadgen CPU µs/req proxied | machine CPU µs/req direct | machine CPU µs/req proxied | machine x direct | proxy read+write syscalls/req | proxy voluntary switches/req | errors |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-jq -r -s '.[] | . as $r | .targets[0] as $d | .targets[1] as $p |
+# The summary: one row per workload, concurrency and proxied target, ratios within one run. "x"
+# columns are proxied / direct; CPU figures are µs per request; loadgen's CPU is gocql's included.
+echo "| workers | workload | target | throughput x direct | p50 direct µs | p50 x direct | added p50 µs | proxy CPU µs/req | loadgen CPU µs/req direct | loadgen CPU µs/req proxied | machine CPU µs/req direct | machine CPU µs/req proxied | machine x direct | proxy read+write syscalls/req | proxy voluntary switches/req | errors |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+jq -r -s '.[] | . as $r | .targets[0] as $d | .targets[1:][] as $p |
   def f(x; n): if x == null then "-" else (x * pow(10; n) | round / pow(10; n) | tostring) end;
-  [ ($r.settings.workers | tostring), $r.settings.workload,
+  [ ($r.settings.workers | tostring), $r.settings.workload, $p.name,
     f($p.throughput_ratio; 2),
     ($d.latency_us.p50 | tostring),
     f(if $d.latency_us.p50 > 0 then $p.latency_us.p50 / $d.latency_us.p50 else null end; 2),
