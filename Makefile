@@ -34,8 +34,12 @@ unit: ## the tests that need no Cassandra (fast)
 	CQLGATE_SKIP_CASSANDRA=1 CQLGATE_SKIP_PYTHON=1 $(GO) test -race -count=1 ./pkg/... ./cmd/... ./internal/loadgen/...
 
 .PHONY: bench
-bench: ## proxied vs direct on one local node: throughput, p50/p99 and proxy CPU per request
+bench: ## proxied vs direct on one local node at 1, 4, 16, 128 workers, read and write: throughput, p50, CPU per request (proxy, loadgen, machine), proxy syscalls
 	bash scripts/bench.sh
+
+.PHONY: bench-syscalls
+bench-syscalls: ## the proxy's syscalls by kind, context switches and CPU per request under perf, at 1, 4, 16, 128 workers (SYSCALLS_BASELINE_BIN: a second binary in the same rounds)
+	bash scripts/bench-syscalls.sh
 
 .PHONY: seed
 seed: ## the seed experiment: 50,000 goroutines x 200 SELECTs, gocql defaults, direct and proxied (SEED_WORKERS, SEED_QUERIES)

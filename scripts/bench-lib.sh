@@ -10,6 +10,8 @@ port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
 workdir=""
 proxy_pid=""
+# extra_pids are other processes a script started (a second proxy): stopped on exit.
+extra_pids=()
 started_cassandra=0
 
 # stop_proxy stops the proxy this script started (SIGTERM, then SIGKILL after 10 s).
@@ -31,6 +33,11 @@ bench_cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   stop_proxy
+  local pid
+  for pid in "${extra_pids[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   if [[ $started_cassandra == 1 && ${KEEP_CASSANDRA:-0} == 1 ]]; then
     note "leaving Cassandra running on $CASSANDRA_CQL (stop: scripts/cassandra-local.sh stop --dir $CASSANDRA_DIR)"
   elif [[ $started_cassandra == 1 ]]; then

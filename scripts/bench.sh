@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench.sh - the project's benchmark: the same closed-loop workload against one local Cassandra
-# node directly and through cqlgate, in alternating rounds, with the proxy's CPU per request.
+# bench.sh - the project's benchmark: the same closed-loop workloads against one local Cassandra
+# node directly and through cqlgate, in alternating rounds, at several concurrencies, with the
+# proxy's CPU, system calls and context switches per request and the machine's CPU per request.
 #
 # Run `scripts/bench.sh --help` for usage.
 set -euo pipefail
@@ -17,25 +18,35 @@ readonly CASSANDRA_DIR=${BENCH_CASSANDRA_DIR:-/tmp/cqlgate-bench}
 readonly PROXY_LISTEN=${BENCH_PROXY_LISTEN:-127.0.0.1:19042}
 readonly ADMIN=${BENCH_PROXY_ADMIN:-127.0.0.1:19180}
 readonly PROXY_READY_TIMEOUT=${BENCH_PROXY_TIMEOUT:-30}
+readonly BASELINE_LISTEN=${BENCH_BASELINE_LISTEN:-127.0.0.1:19045}
+readonly BASELINE_ADMIN=${BENCH_BASELINE_ADMIN:-127.0.0.1:19185}
 
 usage() {
   cat <<EOF
 $PROG - benchmark cqlgate against a direct connection to one local Cassandra node
 
-Usage: $PROG [--duration D] [--rounds N] [--workers N] [--json] [--keep-cassandra] [-- LOADGEN-FLAGS...]
+Usage: $PROG [--duration D] [--rounds N] [--workers LIST] [--workloads LIST] [--json] [--keep-cassandra]
+       [-- LOADGEN-FLAGS...]
 
 Starts Cassandra on $CASSANDRA_CQL (scripts/cassandra-local.sh, dir $CASSANDRA_DIR) unless
 something already answers there, builds ./cmd/proxy and ./cmd/loadgen, starts the proxy on
 $PROXY_LISTEN (admin $ADMIN), runs "loadgen setup" and then
-"loadgen compare --target direct=$CASSANDRA_CQL --target proxy=$PROXY_LISTEN".
+"loadgen compare --target direct=$CASSANDRA_CQL --target proxy=$PROXY_LISTEN" once per
+workload and number of workers (one proxy process for all), printing each comparison's table
+and then one summary table (Markdown) of the figures that say what the sidecar costs:
+throughput and p50 against direct, added p50, the proxy's CPU per request (/proc/PID/stat)
+beside loadgen's own (the driver's, gocql included), the machine's busy CPU per request direct
+and proxied (/proc/stat), and the proxy's read and write system calls and voluntary context
+switches per request (/proc/PID/io, /proc/PID/task/*/status).
 On exit it stops the proxy and, unless asked to keep it, the Cassandra node it started.
 A Cassandra node that was already running is never stopped.
 
 Options (each also settable by environment):
   --duration D        measured window per round   (BENCH_DURATION, default 5s)
   --rounds N          rounds per target, ABBA      (BENCH_ROUNDS, default 4)
-  --workers N         closed-loop workers          (BENCH_WORKERS, default 128)
-  --json              print loadgen's JSON report instead of the table (BENCH_JSON=1)
+  --workers LIST      closed-loop workers, comma-separated (BENCH_WORKERS, default 1,4,16,128)
+  --workloads LIST    loadgen workloads, comma-separated (BENCH_WORKLOADS, default read,write)
+  --json              print loadgen's JSON reports, one per line, instead of the tables (BENCH_JSON=1)
   --keep-cassandra    leave the Cassandra node running for the next run (KEEP_CASSANDRA=1)
   -- FLAGS...         passed on to "loadgen compare" (e.g. -- --workload mixed)
 
@@ -43,7 +54,11 @@ Other environment: BENCH_CASSANDRA_ADDR (default 127.0.10.1), BENCH_CASSANDRA_DI
 /tmp/cqlgate-bench), BENCH_CASSANDRA_HEAP (passed as --heap), BENCH_PROXY_LISTEN (default
 127.0.0.1:19042), BENCH_PROXY_ADMIN (default 127.0.0.1:19180), BENCH_PROXY_TIMEOUT (seconds to
 wait for the proxy, default 30), BENCH_PROXY_BIN (a proxy binary to use instead of building
-./cmd/proxy).
+./cmd/proxy), BENCH_BASELINE_BIN (a second proxy binary, e.g. built from an older commit: it
+runs beside the first on BENCH_BASELINE_LISTEN, default $BASELINE_LISTEN, admin
+BENCH_BASELINE_ADMIN, default $BASELINE_ADMIN, as the target "baseline" in the same rotated
+rounds, so before and after come from one run; the proxy CPU, syscall and context-switch
+figures are the first proxy's only).
 Stop a kept node with: scripts/cassandra-local.sh stop --dir $CASSANDRA_DIR
 
 A node with PasswordAuthenticator (a node started here then gets --auth; the superuser is
@@ -70,7 +85,8 @@ source "$REPO/scripts/bench-lib.sh"
 
 duration=${BENCH_DURATION:-5s}
 rounds=${BENCH_ROUNDS:-4}
-workers=${BENCH_WORKERS:-128}
+workers=${BENCH_WORKERS:-1,4,16,128}
+workloads=${BENCH_WORKLOADS:-read,write}
 json=${BENCH_JSON:-0}
 extra=()
 while [[ $# -gt 0 ]]; do
@@ -78,6 +94,7 @@ while [[ $# -gt 0 ]]; do
     --duration) duration=${2:?--duration needs a value}; shift 2;;
     --rounds) rounds=${2:?--rounds needs a value}; shift 2;;
     --workers) workers=${2:?--workers needs a value}; shift 2;;
+    --workloads) workloads=${2:?--workloads needs a value}; shift 2;;
     --json) json=1; shift;;
     --keep-cassandra) KEEP_CASSANDRA=1; shift;;
     -h|--help) usage; exit 0;;
@@ -88,6 +105,7 @@ done
 
 command -v go >/dev/null || die "go is not on PATH"
 command -v curl >/dev/null || die "curl is not on PATH (needed to probe the proxy's /readyz)"
+command -v jq >/dev/null || die "jq is not on PATH (needed for the summary table)"
 
 start_flags=()
 if [[ -n ${BENCH_CASSANDRA_HEAP:-} ]]; then
@@ -111,24 +129,76 @@ fi
 bench_setup bench "${BENCH_PROXY_BIN:-}" "${start_flags[@]}"
 start_proxy "$PROXY_LISTEN" --client-auth "$client_auth"
 note "proxy ready (pid $proxy_pid, --client-auth $client_auth${user:+, load as role $user})"
+targets=(--target "direct=$CASSANDRA_CQL")
+if [[ -n ${BENCH_BASELINE_BIN:-} ]]; then
+  [[ -x $BENCH_BASELINE_BIN ]] || die "$BENCH_BASELINE_BIN is not executable"
+  "$BENCH_BASELINE_BIN" --listen "$BASELINE_LISTEN" --contact-points "$CASSANDRA_CQL" \
+    --admin-listen "$BASELINE_ADMIN" --log-level warn --client-auth "$client_auth" >>"$workdir/baseline.log" 2>&1 &
+  baseline_pid=$!
+  extra_pids+=("$baseline_pid")
+  until curl -fsS -o /dev/null --max-time 2 "http://$BASELINE_ADMIN/readyz" 2>/dev/null; do
+    kill -0 "$baseline_pid" 2>/dev/null || die "the baseline proxy exited (log: $workdir/baseline.log)"
+    sleep 0.2
+  done
+  note "baseline proxy ready (pid $baseline_pid)"
+  targets+=(--target "baseline=$BASELINE_LISTEN")
+fi
+targets+=(--target "proxy=$PROXY_LISTEN")
 
 "$workdir/loadgen" setup --hosts "$CASSANDRA_CQL" --username "$admin_user" >&2
 export LOADGEN_PASSWORD=${BENCH_PASSWORD:-}
 
-compare=(
-  compare
-  --target "direct=$CASSANDRA_CQL"
-  --target "proxy=$PROXY_LISTEN"
-  --workers "$workers"
-  --duration "$duration"
-  --rounds "$rounds"
-  --proxy-metrics "http://$ADMIN/metrics"
-  --username "$user"
-)
+IFS=, read -r -a worker_list <<<"$workers"
+IFS=, read -r -a workload_list <<<"$workloads"
+reports=()
+for workload in "${workload_list[@]}"; do
+  for n in "${worker_list[@]}"; do
+    compare=(
+      compare
+      "${targets[@]}"
+      --workload "$workload"
+      --workers "$n"
+      --duration "$duration"
+      --rounds "$rounds"
+      --proxy-metrics "http://$ADMIN/metrics"
+      --proxy-pid "$proxy_pid"
+      --username "$user"
+      --json
+    )
+    note "$workload, $n workers"
+    report=$workdir/compare-$workload-$n.json
+    if ! "$workdir/loadgen" "${compare[@]}" "${extra[@]}" >"$report"; then
+      proxy_log_tail
+      die "loadgen compare failed ($workload, $n workers)"
+    fi
+    reports+=("$report")
+    if [[ $json == 1 ]]; then
+      jq -c . "$report"
+    fi
+  done
+done
 if [[ $json == 1 ]]; then
-  compare+=(--json)
+  exit 0
 fi
-if ! "$workdir/loadgen" "${compare[@]}" "${extra[@]}"; then
-  proxy_log_tail
-  die "loadgen compare failed"
-fi
+
+# The summary: one row per workload, concurrency and proxied target, ratios within one run. "x"
+# columns are proxied / direct; CPU figures are µs per request; loadgen's CPU is gocql's included.
+echo "| workers | workload | target | throughput x direct | p50 direct µs | p50 x direct | added p50 µs | proxy CPU µs/req | loadgen CPU µs/req direct | loadgen CPU µs/req proxied | machine CPU µs/req direct | machine CPU µs/req proxied | machine x direct | proxy read+write syscalls/req | proxy voluntary switches/req | errors |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+jq -r -s '.[] | . as $r | .targets[0] as $d | .targets[1:][] as $p |
+  def f(x; n): if x == null then "-" else (x * pow(10; n) | round / pow(10; n) | tostring) end;
+  [ ($r.settings.workers | tostring), $r.settings.workload, $p.name,
+    f($p.throughput_ratio; 2),
+    ($d.latency_us.p50 | tostring),
+    f(if $d.latency_us.p50 > 0 then $p.latency_us.p50 / $d.latency_us.p50 else null end; 2),
+    ($p.added_latency_us.p50 | tostring),
+    f($p.proxy_cpu_us_per_req; 1),
+    f($d.loadgen_cpu_us_per_op; 1), f($p.loadgen_cpu_us_per_op; 1),
+    f($d.machine_cpu_us_per_req; 1), f($p.machine_cpu_us_per_req; 1),
+    f(if ($d.machine_cpu_us_per_req // 0) > 0 and $p.machine_cpu_us_per_req != null
+      then $p.machine_cpu_us_per_req / $d.machine_cpu_us_per_req else null end; 2),
+    f(if $p.proxy_calls_per_req == null then null
+      else $p.proxy_calls_per_req.read_syscalls + $p.proxy_calls_per_req.write_syscalls end; 2),
+    f($p.proxy_calls_per_req.voluntary_switches; 2),
+    (($d.errors_total + $p.errors_total) | tostring)
+  ] | "| " + join(" | ") + " |"' "${reports[@]}"

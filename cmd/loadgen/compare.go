@@ -114,18 +114,26 @@ type roundResult struct {
 	proxyCPU time.Duration
 	// proxy is what the probe saw during the round; nil without a probe.
 	proxy *proxyFigures
+	// machineCPU is every CPU's busy time during the window (/proc/stat);
+	// negative when not measured.
+	machineCPU time.Duration
+	// counters are the proxy's system calls and context switches during
+	// the window; nil unless its pid is known.
+	counters *cputime.Counters
 }
 
 // measureRound measures one window; when src is set, it reads the proxy's
 // CPU time right before the workers start and right after they stop, and
 // when probe is set it watches the proxy's metrics and memory meanwhile.
 func measureRound(ctx context.Context, d *driver.Driver, cfg *Config, src cputime.Source, probe *proxyProbe) (roundResult, error) {
-	res := roundResult{proxyCPU: -1}
+	res := roundResult{proxyCPU: -1, machineCPU: -1}
 	var (
-		before time.Duration
-		watch  *proxyWatch
-		err    error
+		before    time.Duration
+		watch     *proxyWatch
+		err       error
+		counters0 cputime.Counters
 	)
+	countProxy := src != nil && cfg.ProxyPID != 0
 	if probe != nil {
 		if watch, err = probe.start(ctx, cfg.Interval); err != nil {
 			return res, fmt.Errorf("proxy probe: %w", err)
@@ -136,6 +144,14 @@ func measureRound(ctx context.Context, d *driver.Driver, cfg *Config, src cputim
 			return res, fmt.Errorf("proxy cpu: %w", err)
 		}
 	}
+	if countProxy {
+		if counters0, err = cputime.ReadCounters("", cfg.ProxyPID); err != nil {
+			return res, fmt.Errorf("proxy counters: %w", err)
+		}
+	}
+	// The machine's CPU is read for every target, the direct one too: the
+	// difference is what the sidecar costs the host.
+	machine0, machineErr := cputime.Machine()
 	window := cfg.Duration
 	if cfg.Ops > 0 {
 		window = 0
@@ -145,6 +161,17 @@ func measureRound(ctx context.Context, d *driver.Driver, cfg *Config, src cputim
 		return res, err
 	}
 	res.Measurement = m
+	if machine1, err := cputime.Machine(); err == nil && machineErr == nil {
+		res.machineCPU = machine1 - machine0
+	}
+	if countProxy {
+		c, err := cputime.ReadCounters("", cfg.ProxyPID)
+		if err != nil {
+			return res, fmt.Errorf("proxy counters: %w", err)
+		}
+		c = c.Sub(counters0)
+		res.counters = &c
+	}
 	if src != nil {
 		after, err := src.CPU(ctx)
 		if err != nil {
@@ -184,10 +211,12 @@ func buildCompareReport(cfg *Config, workload driver.Workload, order [][]int, re
 			throughputs[i] = append(throughputs[i], throughputOf(rr.Measurement))
 		}
 		t := compareTarget{
-			targetReport:    targetReport{Name: cfg.Targets[i].Name, Hosts: cfg.Targets[i].Hosts, figures: figuresOf(ms...)},
-			RoundThroughput: roundstats.Summarize(throughputs[i]),
-			Rounds:          roundReports(rounds),
-			ProxyCPUPerReq:  proxyCPUPerRequest(rounds),
+			targetReport:     targetReport{Name: cfg.Targets[i].Name, Hosts: cfg.Targets[i].Hosts, figures: figuresOf(ms...)},
+			RoundThroughput:  roundstats.Summarize(throughputs[i]),
+			Rounds:           roundReports(rounds),
+			ProxyCPUPerReq:   proxyCPUPerRequest(rounds),
+			MachineCPUPerReq: machineCPUPerRequest(rounds),
+			ProxyCalls:       proxyCallsPerRequest(rounds),
 		}
 		for _, rr := range rounds {
 			if rr.proxy != nil {
@@ -260,6 +289,56 @@ func proxyCPUPerRequest(rounds []roundResult) *float64 {
 		return nil
 	}
 	return finite(float64(cpu.Microseconds()) / float64(reqs))
+}
+
+// machineCPUPerRequest is the whole machine's busy CPU time over the
+// rounds divided by the requests completed in them, in µs; nil if no round
+// measured it.
+func machineCPUPerRequest(rounds []roundResult) *float64 {
+	var (
+		cpu  time.Duration
+		reqs int64
+	)
+	for _, rr := range rounds {
+		if rr.machineCPU >= 0 {
+			cpu += rr.machineCPU
+			reqs += rr.Requests()
+		}
+	}
+	if reqs == 0 {
+		return nil
+	}
+	return finite(float64(cpu.Microseconds()) / float64(reqs))
+}
+
+// proxyCallsPerRequest is the proxy's system calls and context switches
+// over the rounds per request completed in them; nil if no round counted
+// them.
+func proxyCallsPerRequest(rounds []roundResult) *proxyCalls {
+	var (
+		c    cputime.Counters
+		reqs int64
+	)
+	for _, rr := range rounds {
+		if rr.counters == nil {
+			continue
+		}
+		c.ReadCalls += rr.counters.ReadCalls
+		c.WriteCalls += rr.counters.WriteCalls
+		c.Voluntary += rr.counters.Voluntary
+		c.Involuntary += rr.counters.Involuntary
+		reqs += rr.Requests()
+	}
+	if reqs == 0 {
+		return nil
+	}
+	n := float64(reqs)
+	return &proxyCalls{
+		Reads:             float64(c.ReadCalls) / n,
+		Writes:            float64(c.WriteCalls) / n,
+		VoluntarySwitches: float64(c.Voluntary) / n,
+		Preemptions:       float64(c.Involuntary) / n,
+	}
 }
 
 // testThroughput judges whether b's per-round throughputs differ from a's

@@ -178,7 +178,21 @@ type compareTarget struct {
 	Significance    *significance      `json:"significance"`
 	ProxyCPUPerReq  *float64           `json:"proxy_cpu_us_per_req"`
 	ProxyCPUSource  string             `json:"proxy_cpu_source"`
-	Proxy           *proxyFigures      `json:"proxy"`
+	// MachineCPUPerReq is every CPU's busy time per request (/proc/stat):
+	// generator, proxy, database and anything else running.
+	MachineCPUPerReq *float64      `json:"machine_cpu_us_per_req"`
+	ProxyCalls       *proxyCalls   `json:"proxy_calls_per_req"`
+	Proxy            *proxyFigures `json:"proxy"`
+}
+
+// proxyCalls are the proxy's kernel counters per request (with
+// --proxy-pid): read and write system calls (/proc/PID/io) and context
+// switches (/proc/PID/task/*/status).
+type proxyCalls struct {
+	Reads             float64 `json:"read_syscalls"`
+	Writes            float64 `json:"write_syscalls"`
+	VoluntarySwitches float64 `json:"voluntary_switches"`
+	Preemptions       float64 `json:"involuntary_switches"`
 }
 
 type roundReport struct {

@@ -116,7 +116,8 @@ func TestCompareJSONShape(t *testing.T) {
 		t.Fatalf("%d targets; want 2", len(targets))
 	}
 	compareKeys := append(slices.Clone(figureKeys), "round_throughput_ops_s", "rounds", "throughput_ratio",
-		"added_latency_us", "significance", "proxy_cpu_us_per_req", "proxy_cpu_source", "proxy")
+		"added_latency_us", "significance", "proxy_cpu_us_per_req", "proxy_cpu_source", "machine_cpu_us_per_req",
+		"proxy_calls_per_req", "proxy")
 	for _, tv := range targets {
 		tm := tv.(map[string]any)
 		wantKeys(t, "target", tm, compareKeys...)

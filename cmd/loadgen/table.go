@@ -139,19 +139,22 @@ func writeCompareTable(w io.Writer, rep compareReport) error {
 		describeLoad(s), s.Rounds, describeWindow(s), describeOrder(rep.Order), s.WarmupS)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tops/s mean\tmin\tmax\tratio\tp50 µs\t+p50 µs\tp99 µs\tp99.9 µs\terrors\tloadgen µs/op\tproxy µs/req\t")
+	fmt.Fprintln(tw, "target\tops/s mean\tmin\tmax\tratio\tp50 µs\t+p50 µs\tp99 µs\tp99.9 µs\terrors\tloadgen µs/op\tproxy µs/req\tmachine µs/req\t")
 	for _, t := range rep.Targets {
-		proxy := "-"
-		if t.ProxyCPUPerReq != nil {
-			proxy = fmt.Sprintf("%.1f", *t.ProxyCPUPerReq)
-		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.3f\t%d\t%+d\t%d\t%d\t%d\t%.1f\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.3f\t%d\t%+d\t%d\t%d\t%d\t%.1f\t%s\t%s\t\n",
 			t.Name, t.RoundThroughput.Mean, t.RoundThroughput.Min, t.RoundThroughput.Max, t.ThroughputRatio,
 			t.Latency.P50, t.AddedLatency.P50, t.Latency.P99, t.Latency.P999,
-			t.ErrorsTotal, t.LoadgenCPUPerOp, proxy)
+			t.ErrorsTotal, t.LoadgenCPUPerOp, optional(t.ProxyCPUPerReq), optional(t.MachineCPUPerReq))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)
+	}
+
+	for _, t := range rep.Targets {
+		if c := t.ProxyCalls; c != nil {
+			fmt.Fprintf(w, "\nproxy per request during the %s rounds: %.2f read and %.2f write syscalls, %.2f voluntary and %.2f involuntary context switches\n",
+				t.Name, c.Reads, c.Writes, c.VoluntarySwitches, c.Preemptions)
+		}
 	}
 
 	base := rep.Targets[0]
@@ -182,6 +185,14 @@ func writeCompareTable(w io.Writer, rep compareReport) error {
 		}
 	}
 	return nil
+}
+
+// optional formats a figure that may not have been measured.
+func optional(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", *v)
 }
 
 func writeSamples(w io.Writer, f figures) {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/cqlgate/cqlgate/pkg/frame"
+	"github.com/cqlgate/cqlgate/pkg/netio"
 )
 
 // MaxStreams is the number of stream ids a v3+ connection offers (0..32767).
@@ -110,10 +111,10 @@ type DialConfig struct {
 }
 
 // Conn is one connection to one Cassandra node. Send may be called from any
-// goroutine. The connection has one goroutine of its own, the read loop;
-// writes are combined: whichever sender finds the connection idle writes
-// everything queued, so a lone request costs no goroutine hand-off and a
-// burst goes out in one syscall.
+// goroutine. The connection has two goroutines of its own, the read loop
+// and the flusher (Kick); writes are combined by a netio.Outbox: whichever
+// sender finds the connection idle writes everything queued, so a lone
+// request costs no goroutine hand-off and a burst goes out in one syscall.
 type Conn struct {
 	nc      net.Conn
 	addr    string
@@ -122,11 +123,10 @@ type Conn struct {
 	r       *frame.Reader
 	onEvent func(*frame.Buf)
 
-	mu      sync.Mutex
-	cond    *sync.Cond // signalled when writing turns false
-	queue   [][]byte   // frames waiting to be written
-	spare   [][]byte   // the other half of the double buffer
-	writing bool       // a sender is flushing the queue
+	mu sync.Mutex
+	// out holds the frames waiting to be written, under mu; the goroutine
+	// writing them owns w.
+	out     netio.Outbox
 	w       *frame.Writer
 	free    []int16 // free stream ids, used as a stack
 	pending [MaxStreams]slot
@@ -145,7 +145,7 @@ type Conn struct {
 
 	writeTimeout time.Duration
 	// writeDeadline (unix nanos) is the write deadline set on the socket;
-	// only the goroutine that set writing touches it.
+	// only the goroutine writing out's batch touches it.
 	writeDeadline int64
 
 	inflight atomic.Int32
@@ -196,21 +196,22 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 	if nc, err = startTLS(ctx, nc, cfg); err != nil {
 		return nil, err
 	}
-	in := frame.NewStampedReader(nc)
+	rw := netio.Wrap(nc)
+	in := frame.NewStampedReader(rw)
 	c := &Conn{
 		nc:           nc,
 		addr:         cfg.Addr,
 		version:      cfg.Version,
 		in:           in,
 		r:            frame.NewReader(in, cfg.MaxFrame),
-		w:            frame.NewWriter(nc),
+		w:            frame.NewWriter(rw),
 		onEvent:      cfg.OnEvent,
 		timeout:      cfg.RequestTimeout,
 		done:         make(chan struct{}),
 		writeTimeout: cfg.WriteTimeout,
 		kick:         make(chan struct{}, 1),
 	}
-	c.cond = sync.NewCond(&c.mu)
+	c.out.Init(&c.mu, c.w, c.outHooks())
 	c.timed, c.minDeadline = -1, math.MaxInt64
 	c.free = make([]int16, 0, MaxStreams)
 	for i := MaxStreams - 1; i >= 0; i-- {
@@ -392,7 +393,7 @@ func (c *Conn) QueueBy(f []byte, h Handler, deadline int64) error {
 		c.link(id)
 	}
 	frame.SetStream(f, id)
-	c.queue = append(c.queue, f)
+	c.out.PushLocked(netio.Out{F: f})
 	// Counted under the lock: another goroutine may flush f, and its
 	// answer be counted off, as soon as the lock is released.
 	c.inflight.Add(1)
@@ -403,55 +404,32 @@ func (c *Conn) QueueBy(f []byte, h Handler, deadline int64) error {
 // Flush writes the queued frames. If another goroutine is writing already,
 // it returns at once: that writer picks up what was queued. So a burst of
 // requests from many clients costs one syscall, and a lone request costs no
-// goroutine hand-off.
+// goroutine hand-off. A failed write (or one stalled past half the write
+// timeout) fails the connection.
 func (c *Conn) Flush() {
-	c.mu.Lock()
-	if c.writing || len(c.queue) == 0 {
-		c.mu.Unlock()
+	err := c.out.Flush()
+	if err == nil {
 		return
 	}
-	c.writing = true
-	c.flushLocked()
-	c.mu.Unlock()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("write to %s stalled for over %s (the node is not reading): %w", c.addr, c.writeTimeout/2, err)
+	} else {
+		err = fmt.Errorf("write to %s: %w", c.addr, err)
+	}
+	c.fail(err)
 }
 
-// flushLocked writes queued frames until the queue stays empty. It is called
-// with c.mu held and c.writing set by the caller, and returns the same way;
-// it drops the lock around the socket write so other senders only append.
-func (c *Conn) flushLocked() {
-	for len(c.queue) > 0 && !c.closed {
-		batch := c.queue
-		c.queue = c.spare[:0]
-		for _, f := range batch {
-			c.pending[frame.Stream(f)].sent = true
-		}
-		c.mu.Unlock()
-		c.armWriteDeadline()
-		var err error
-		for i, f := range batch {
-			if err == nil {
-				err = c.w.WriteFrame(f)
-			}
-			batch[i] = nil
-		}
-		if err == nil {
-			err = c.w.Flush()
-		}
-		c.mu.Lock()
-		c.spare = batch[:0]
-		if err != nil {
-			c.mu.Unlock()
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				err = fmt.Errorf("write to %s stalled for over %s (the node is not reading): %w", c.addr, c.writeTimeout/2, err)
-			} else {
-				err = fmt.Errorf("write to %s: %w", c.addr, err)
-			}
-			c.fail(err)
-			c.mu.Lock()
-		}
+// outHooks are what the connection does around its Outbox's writes.
+func (c *Conn) outHooks() netio.Hooks {
+	return netio.Hooks{Taken: c.taken, BeforeWrite: c.armWriteDeadline}
+}
+
+// taken marks the frames of a batch about to be written as sent: from now
+// on a failure may have reached the node. It runs with c.mu held.
+func (c *Conn) taken(batch []netio.Out) {
+	for _, f := range batch {
+		c.pending[frame.Stream(f.F)].sent = true
 	}
-	c.writing = false
-	c.cond.Broadcast()
 }
 
 // armWriteDeadline makes sure the coming write has at least half of
@@ -485,6 +463,8 @@ func (c *Conn) fail(err error) {
 	c.closed = true
 	c.dead.Store(true)
 	c.err = err
+	// Frames still queued stay unsent: failPending reports them so.
+	c.out.CloseLocked()
 	c.mu.Unlock()
 	close(c.done)
 	c.nc.Close()
@@ -588,9 +568,7 @@ func (c *Conn) complete(stream int16, b *frame.Buf, err error) {
 // unsent, so callers may safely send them elsewhere.
 func (c *Conn) failPending() {
 	c.mu.Lock()
-	for c.writing {
-		c.cond.Wait()
-	}
+	c.out.WaitIdleLocked()
 	err := c.err
 	var failed []slot
 	for i := range c.pending {
@@ -601,7 +579,6 @@ func (c *Conn) failPending() {
 	}
 	c.orphans = 0
 	c.timed, c.minDeadline = -1, math.MaxInt64
-	c.queue = nil
 	// Counted off under the lock, like every other change to the pending
 	// set; no request can be queued any more.
 	c.inflight.Add(-int32(len(failed)))

@@ -49,6 +49,7 @@ func TestFlushToStalledNodeTimesOut(t *testing.T) {
 	}
 	sc := &signalConn{Conn: c.nc, started: make(chan struct{}), proceed: make(chan struct{})}
 	c.w = frame.NewWriter(sc)
+	c.out.Init(&c.mu, c.w, c.outHooks())
 	var proceedOnce sync.Once
 	letProceed := func() { proceedOnce.Do(func() { close(sc.proceed) }) }
 	t.Cleanup(letProceed) // registered after Close's cleanup: runs first

@@ -15,6 +15,7 @@ import (
 	"github.com/cqlgate/cqlgate/pkg/auth"
 	"github.com/cqlgate/cqlgate/pkg/backend"
 	"github.com/cqlgate/cqlgate/pkg/frame"
+	"github.com/cqlgate/cqlgate/pkg/netio"
 )
 
 // client is one driver connection. Its own goroutine reads and handles
@@ -50,21 +51,19 @@ type client struct {
 	dirty     []*backend.Conn
 	lastQuery queryMemo
 
-	mu     sync.Mutex
-	queue  []*frame.Buf
-	spare  []*frame.Buf
-	queued int // bytes in queue
-	// writing is set while a goroutine (the writer, or the read loop in
-	// flushOwn) writes to nc; whoever sets it owns w.
-	writing bool
-	closed  bool
-	wake    chan struct{}
-	done    chan struct{}
-	w       *frame.Writer
+	mu sync.Mutex
+	// out holds the answers waiting to be written, under mu; the goroutine
+	// writing them (the writer, or the read loop in flushOwn) owns w.
+	out    netio.Outbox
+	closed bool
+	wake   chan struct{}
+	done   chan struct{}
+	w      *frame.Writer
 }
 
 func newClient(p *Proxy, ep *endpoint, nc net.Conn) *client {
-	in := frame.NewStampedReader(nc)
+	rw := netio.Wrap(nc)
+	in := frame.NewStampedReader(rw)
 	c := &client{
 		p:    p,
 		ep:   ep,
@@ -72,11 +71,12 @@ func newClient(p *Proxy, ep *endpoint, nc net.Conn) *client {
 		log:  p.log.With(zap.String("client", nc.RemoteAddr().String())),
 		in:   in,
 		r:    frame.NewReader(in, p.cfg.MaxFrameBytes),
-		w:    frame.NewWriter(nc),
+		w:    frame.NewWriter(rw),
 		wake: make(chan struct{}, 1),
 		done: make(chan struct{}),
 		flow: p.flows.Add(1),
 	}
+	c.out.Init(&c.mu, c.w, netio.Hooks{Written: func(n int) { p.buffered.Add(-int64(n)) }})
 	empty := ""
 	c.keyspace.Store(&empty)
 	return c
@@ -349,7 +349,7 @@ func (c *client) enqueue(b *frame.Buf) bool {
 		b.Release()
 		return false
 	}
-	if c.queued+len(b.B) > int(c.p.clientWriteLimit.Load()) && c.queued > 0 {
+	if queued := c.out.QueuedLocked(); queued+len(b.B) > int(c.p.clientWriteLimit.Load()) && queued > 0 {
 		limit := c.p.clientWriteLimit.Load()
 		c.mu.Unlock()
 		b.Release()
@@ -358,10 +358,8 @@ func (c *client) enqueue(b *frame.Buf) bool {
 		c.close(fmt.Errorf("client write buffer over %d bytes", limit))
 		return false
 	}
-	c.queue = append(c.queue, b)
-	c.queued += len(b.B)
 	c.p.buffered.Add(int64(len(b.B)))
-	first := len(c.queue) == 1
+	first := c.out.PushLocked(netio.Out{F: b.B, Buf: b})
 	c.mu.Unlock()
 	return first
 }
@@ -406,46 +404,7 @@ func (c *client) flushOwn() {
 
 // writeQueued writes what is queued, unless another goroutine is writing
 // (it will write this too), until the queue stays empty.
-func (c *client) writeQueued() error {
-	c.mu.Lock()
-	if c.writing {
-		c.mu.Unlock()
-		return nil
-	}
-	c.writing = true
-	for len(c.queue) > 0 && !c.closed {
-		batch := c.queue
-		c.queue = c.spare[:0]
-		c.mu.Unlock()
-		var err error
-		n := 0
-		for i, b := range batch {
-			if err == nil {
-				err = c.w.WriteFrame(b.B)
-			}
-			n += len(b.B)
-			b.Release()
-			batch[i] = nil
-		}
-		if err == nil {
-			err = c.w.Flush()
-		}
-		c.p.buffered.Add(-int64(n))
-		c.mu.Lock()
-		// Counted until written: a client that stops reading in the middle
-		// of a batch holds that batch too.
-		c.queued -= n
-		c.spare = batch[:0]
-		if err != nil {
-			c.writing = false
-			c.mu.Unlock()
-			return err
-		}
-	}
-	c.writing = false
-	c.mu.Unlock()
-	return nil
-}
+func (c *client) writeQueued() error { return c.out.Flush() }
 
 // close ends the connection once; queued responses are dropped. Requests
 // still at Cassandra keep their backend streams until answered, and their
@@ -457,16 +416,12 @@ func (c *client) close(err error) {
 		return
 	}
 	c.closed = true
-	q := c.queue
-	c.queue = nil
-	for _, b := range q {
-		c.queued -= len(b.B)
-		c.p.buffered.Add(-int64(len(b.B)))
-	}
+	q := c.out.CloseLocked()
 	pool := c.pool.Load()
 	c.mu.Unlock()
-	for _, b := range q {
-		b.Release()
+	for _, f := range q {
+		c.p.buffered.Add(-int64(len(f.F)))
+		f.Buf.Release()
 	}
 	if pool != nil {
 		pool.Release()
