@@ -7,66 +7,69 @@ import (
 
 // The fleet law (Config.Law = LawFleet): an adaptive limit meant for many
 // sidecars in front of the same nodes, none of which knows how many others
-// there are. Its aims are that the sum of the sidecars' limits settles near
-// the node's best concurrency whatever their number, and that they share it
-// fairly.
+// there are. Its aims: the sum of the sidecars' limits settles near the
+// node's best concurrency whatever their number, and they share it fairly.
 //
 // The signal is the node's standing queue, read the same way by every
 // sidecar. A window's statistic is the minimum latency of its samples (from
-// the backend write to the backend read): a request that waited in the
-// node's queue carries the wait in its latency, and when the queue stands
-// (never empties during the window) every request does, so the minimum
-// rises by the standing wait. Minima are steady where means are not (the
-// lower edge of a latency distribution is sharp: the minimum of 16
-// exponential samples is 16 times less noisy than their mean), so every
-// sidecar's baseline, the lowest window minimum over BaselineWindow, lands
-// within a few percent of every other's: the unfairness of a per-sidecar
-// minimum of noisy means is gone. The standing wait is
+// the backend write to the backend read): when the node's queue stands
+// (never empties during the window) every request carries its wait, so the
+// minimum rises by the standing wait, while a mean also moves with the
+// service times. Minima are steady where means are not (the lower edge of
+// a latency distribution is sharp), so every sidecar's baseline, the lowest
+// window minimum it has seen, lands close to every other's: the unfairness
+// of a per-sidecar minimum of noisy means, which sank the gradient law in
+// fleets, is gone. The baseline is never probed: no sidecar can empty a
+// node that a fleet keeps busy.
 //
-//	d = windowMin - Tolerance*baseline   (0 when negative)
+// The minimum of n samples sits above the lower edge by about
+// noise = (mean-baseline)/n (exactly so for an exponential tail), so
 //
-// the Tolerance being a dead zone for the noise of the minimum and the
-// host's jitter. By Little's law this sidecar's own requests standing in
-// the node's queue number limit*d/mean, where mean is the window's mean
-// latency. At the end of each window:
+//	d      = windowMin - baseline - noise         (unbiased standing wait)
+//	target = (Tolerance-1)*baseline + 2*noise      (+2*noise in slow start)
+//
+// The noise terms matter: without them a sidecar with a small limit, hence
+// few samples, reads queues that are not there and shrinks further. At the
+// end of each window:
 //
 //   - An OVERLOADED or timeout outcome: limit *= Backoff.
-//   - d > 0: FAST TCP's update, which drives this sidecar's standing
-//     requests towards a target share alpha = fleetShare*sqrt(limit):
-//     limit += fleetGain*(alpha - limit*d/mean), at most halved or
-//     doubled. Every sidecar sees the same d and mean, so at equilibrium
-//     limit*d/mean = fleetShare*sqrt(limit) has one solution, the same for
-//     all: the law converges to equal limits (Vegas and FAST converge to
-//     fairness this way when flows agree on the base latency). The square
-//     root keeps the fleet's standing queue, the sum of the alphas,
-//     growing only as sqrt(K*best) with K sidecars: about 5 requests at
-//     K = 8 and 15 at K = 1,000 in front of a node of 128 threads, where a
-//     constant alpha would queue K times it.
-//   - d = 0, and the limit was used (a request waited for it, or the
-//     window's peak in flight reached it): the limit doubles in slow start
-//     (from the first window until the first queue or drop) and grows by
-//     fleetGrowth after. Growth is multiplicative, so a fleet's sum grows
-//     at the same pace whatever K; the fair share is restored by the
-//     queue-driven update above.
+//   - d > target: limit = min(limit, peak) * (1 - fleetGain*(d-target)/mean),
+//     at least halved. By Little's law d/mean is the share of the requests
+//     in the node that are standing in its queue: every sidecar cutting
+//     that share (of what it used: room it did not use is no share) lands
+//     the fleet on the node's knee plus the target, in a few windows,
+//     whatever the number of sidecars. The cut is proportional to the
+//     excess, so a window that noise pushes just over the target cuts
+//     almost nothing.
+//   - d <= target, and the limit bound (a request found no room): slow
+//     start doubles the limit every fleetDoubling Windows by the clock
+//     (sidecars started together stay equal), until the first window over
+//     the target; after that it grows by fleetGrowth*limit^0.75 per Window
+//     of the window's length. The sub-linear growth is what makes the fleet
+//     fair, as additive increase does for TCP (Chiu and Jain): the
+//     proportional cuts keep ratios, the growth gives small limits a larger
+//     share of growth. It is not additive, so that the fleet's sum grows
+//     only as K^0.25 with K sidecars: at K = 1,000 each adds 0.005 per
+//     window where the fleet shares 128.
 //   - Otherwise it holds: a client that does not use its limit says nothing
-//     about the node (the "app-limited" guard).
+//     about the node (the "app-limited" guard), and a window that began
+//     before the last growth filled the node only settles.
 //
 // A limit starts at, and never goes below, Floor, which may be below one:
-// a limit of 0.25 admits one request at a time and then waits three of its
-// latencies before the next (see node.pace), so that a thousand sidecars
-// can share a node of 128 threads. The floor is also the start, so that a
-// fleet starting at once (a deployment rolled out, a cluster restarted)
-// starts below the node's concurrency and every sidecar measures the
-// baseline of an unqueued node.
+// a limit of 0.25 admits one request at a time and then rests for three of
+// its latencies (see node.pace), so that a thousand sidecars can share a
+// node of 128 threads. Starting at the floor means that a fleet starting at
+// once (a deployment rolled out) starts below the node's concurrency, and
+// every sidecar measures the baseline of an unqueued node.
 //
-// The node's own latency can rise too (a slower disk, compaction, heavier
-// queries): every sidecar then reads a queue that cuts do not drain. Cuts
-// that do not move the minimum give it away: once a run of cuts has
-// lowered the limit by a fifth and the window minimum has not fallen by 3%
-// for two windows, the minimum becomes the baseline. All sidecars cut
-// together on the same signal, so the minimum of a queued node does fall
-// under their cuts, and the test cannot be fooled by one sidecar cutting
-// alone.
+// The node's own latency can rise too (compaction, a slower disk, heavier
+// queries): every sidecar then reads a standing wait that cuts do not
+// drain. It looks different: a queue shifts the whole latency distribution
+// (minimum and mean rise by the same wait), a slower node stretches it (the
+// mean rises over its unqueued value by more than the minimum does over the
+// baseline). Once a run of cuts has taken the limit to fleetFutile of where
+// the standing wait last fell by a tenth, and the window looks stretched
+// (see slower), the minimum becomes the baseline and the cuts are undone.
 const (
 	// fleetGain is the share of its standing queue over the target that a
 	// sidecar cuts per window: less than all of it, because each window's
@@ -76,8 +79,9 @@ const (
 	// fleetGrowth*limit^0.75 is the growth per Window.
 	fleetGrowth = 0.02
 	// fleetFutile: cuts to this fraction of the limit that leave the
-	// minimum where it was mean a slower node.
-	fleetFutile = 0.5
+	// standing wait where it was, in a stretched window, mean a slower
+	// node.
+	fleetFutile = 0.7
 	// fleetDoubling is slow start's doubling time, in Windows.
 	fleetDoubling = 4
 	// fleetMinSamples is how few samples a window may close with when it
@@ -105,8 +109,9 @@ type fleet struct {
 	base int64 // the lowest window minimum (0: none yet)
 	mean int64 // the last window's mean, for pacing
 
-	// In a run of cuts, the limit and the standing wait when the wait
-	// last fell by a tenth (refLimit 0: no run).
+	// In a run of cuts (which windows under the target interrupt without
+	// ending it, until the limit grows back), the limit and the standing
+	// wait when the wait last fell by a tenth (refLimit 0: no run).
 	refLimit float64
 	refWait  float64
 	unqueued float64 // smoothed mean latency of the windows under the target
@@ -188,9 +193,16 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 		// d estimates the standing wait without bias: noise alone
 		// leaves it about 0, above or below, whatever the samples.
 		d := float64(f.wmin-f.base) - noise
-		target := (cfg.Tolerance - 1) * float64(f.base)
+		// The target standing wait: the dead zone, plus twice the noise
+		// of the minimum (the excess is about exponential: noise alone
+		// passes it in one window out of 20, and then cuts little).
+		target := (cfg.Tolerance-1)*float64(f.base) + 2*noise
+		if f.slow {
+			// Slow start ends on a surer sign: noise alone passes
+			// twice more noise once in 150 windows.
+			target += 2 * noise
+		}
 		if d <= target {
-			f.refLimit = 0
 			// The mean latency of an unqueued node, smoothed: see the
 			// slower-node test below.
 			if f.unqueued == 0 {
@@ -209,6 +221,9 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 			default:
 				f.grew = true
 				limit += fleetGrowth * math.Pow(limit, 0.75) * float64(elapsed) / float64(cfg.Window)
+			}
+			if limit > f.refLimit {
+				f.refLimit = 0 // grown back: the run of cuts is over
 			}
 			break
 		}

@@ -132,41 +132,6 @@ type node struct {
 	blocked bool
 }
 
-// room reports whether n can take one more request at now (read from l's
-// clock when *now is 0 and pacing needs it).
-func (l *Limiter) room(n *node, now *int64) bool {
-	if n.inflight >= n.limit {
-		n.blocked = true
-		return false
-	}
-	if n.frac > 0 && n.inflight == n.limit-1 {
-		if *now == 0 {
-			*now = l.now()
-		}
-		if *now < n.paceAt {
-			n.blocked = true
-			return false
-		}
-	}
-	return true
-}
-
-// pace is called when a request on n ends with n.inflight still counting
-// it. A limit of floor+frac (frac in (0, 1)) holds its last slot frac of
-// the time on average: after a request that used it, the slot rests for
-// latency*(1-frac)/frac. Below 1 it is the only slot: a limit of 0.25 is
-// one request at a time and three latencies of rest between them.
-func (l *Limiter) pace(n *node, latency time.Duration) {
-	if n.frac == 0 || n.inflight < n.limit {
-		return
-	}
-	if latency <= 0 {
-		latency = time.Duration(n.fl.mean)
-	}
-	rest := int64(float64(latency) * (1 - n.frac) / n.frac)
-	n.paceAt = l.now() + rest - min(n.late, rest)
-}
-
 // New returns a Limiter with no nodes: call SetNodes before traffic, until
 // then every request queues.
 //
@@ -542,19 +507,6 @@ func (l *Limiter) setLimitLocked(n *node, limit float64) {
 		n.changes++
 		l.limitChanges++
 	}
-}
-
-// limitSlots sets n's exact limit and paced fraction, and returns its slots.
-func (l *Limiter) limitSlots(n *node, limit float64) int32 {
-	n.exact = limit
-	n.frac = 0
-	if !l.cfg.Adaptive || l.cfg.Law != LawFleet {
-		return max(int32(limit), 1)
-	}
-	if f := limit - math.Floor(limit); f > 1e-6 {
-		n.frac = f
-	}
-	return max(int32(math.Ceil(limit)), 1)
 }
 
 // CancelFlow withdraws every queued request of flow (in every class), for
