@@ -237,13 +237,12 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 			// the cuts are undone.
 			f.base = f.wmin
 			limit = f.refLimit
-			f.refLimit = 0
-			break
+			f.refLimit = 0 // and no cut below
 		}
 		if f.refLimit != 0 {
-			// The whole standing wait over the baseline is this
-			// sidecar's share of the standing queue (Little's law):
-			// cut it off, and the fleet lands on the node's knee.
+			// The standing wait over the target, as a share of the
+			// mean, is the share of this sidecar's requests standing in
+			// the node's queue (Little's law): cut (part of) it off.
 			// A limit above what the window used is cut from what it
 			// used: cutting room nobody uses would leave this sidecar
 			// with more than its share.

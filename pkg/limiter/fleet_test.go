@@ -75,11 +75,10 @@ func TestFleetFractionalLimitPacesOnlyTheLastSlot(t *testing.T) {
 // fleetSim is K sidecars, each a fleet-law Limiter with closed-loop
 // clients, in front of one shared node on one clock.
 type fleetSim struct {
-	s    *sim
-	b    *backend
-	ls   []*Limiter
-	cs   [][]*simClient
-	done []int // per sidecar, after the warm-up
+	s  *sim
+	b  *backend
+	ls []*Limiter
+	cs [][]*simClient
 }
 
 func newFleetSim(t *testing.T, k, clients, capacity int, service time.Duration) *fleetSim {
