@@ -25,6 +25,7 @@ func Modes() []Mode {
 		{"fixed tuned", func(n NodeModel, k int) limiter.Config {
 			return limiter.Config{NodeLimit: max(1, (n.Threads+k-1)/k)}
 		}},
+		{"fleet", func(NodeModel, int) limiter.Config { return limiter.Config{Adaptive: true, Law: limiter.LawFleet} }},
 	}
 }
 

@@ -124,12 +124,12 @@ func (st *stats) sample(s *Sim) {
 	if i < 0 || int(i) >= len(st.bins) {
 		return
 	}
-	sum := 0
+	sum := 0.0
 	for _, sc := range s.cars {
 		if sc.active {
-			sum += sc.lim.Stats().Limit
+			sum += sc.lim.Stats().LimitExact
 		}
 	}
-	st.bins[i].limitSum = float64(sum)
+	st.bins[i].limitSum = sum
 	st.bins[i].inNode = s.node.inNode()
 }

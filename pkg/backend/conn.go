@@ -163,6 +163,9 @@ type Conn struct {
 	// deferred is what handlers asked to run once the read loop has no
 	// more input buffered; only the read loop touches it.
 	deferred []Waker
+	// written is the answered request's slot.written, for WrittenAt (read
+	// loop only).
+	written int64
 	// kick wakes the flusher goroutine (see Kick).
 	kick chan struct{}
 }
@@ -170,6 +173,7 @@ type Conn struct {
 type slot struct {
 	h        Handler
 	deadline int64 // unix nanos after which the request times out; 0 = none
+	written  int64 // unix nanos when the writer took the frame; 0 = not yet
 	sent     bool
 	orphan   bool // timed out: OnTimeout was called, the answer is still awaited
 	timed    bool // linked in Conn.timed
@@ -425,10 +429,14 @@ func (c *Conn) outHooks() netio.Hooks {
 }
 
 // taken marks the frames of a batch about to be written as sent: from now
-// on a failure may have reached the node. It runs with c.mu held.
+// on a failure may have reached the node. It runs with c.mu held. One clock
+// read per batch stamps when they went to the socket (WrittenAt), whatever
+// they waited for the writer before.
 func (c *Conn) taken(batch []netio.Out) {
+	now := time.Now().UnixNano()
 	for _, f := range batch {
-		c.pending[frame.Stream(f.F)].sent = true
+		s := &c.pending[frame.Stream(f.F)]
+		s.sent, s.written = true, now
 	}
 }
 
@@ -519,6 +527,13 @@ func (c *Conn) readLoop() {
 // answer. It may only be called from OnResponse.
 func (c *Conn) ReadAt() time.Time { return c.in.At() }
 
+// WrittenAt returns when the writer took the request being answered off the
+// connection's queue to write it to the socket: unlike the time it was
+// queued, it leaves out the wait for the writer, which grows with the
+// proxy's own load rather than Cassandra's. It may only be called from
+// OnResponse.
+func (c *Conn) WrittenAt() time.Time { return time.Unix(0, c.written) }
+
 // Defer asks the read loop to call w.Wake once it has handled every answer
 // already read from the socket, before it blocks for more. It may only be
 // called from OnResponse. A handler that hands answers to another goroutine
@@ -559,6 +574,7 @@ func (c *Conn) complete(stream int16, b *frame.Buf, err error) {
 		s.h.OnFailure(c, err, true)
 		return
 	}
+	c.written = s.written
 	s.h.OnResponse(c, b)
 }
 

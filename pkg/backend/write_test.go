@@ -104,3 +104,42 @@ func TestFlushToStalledNodeTimesOut(t *testing.T) {
 		t.Errorf("connection not dead after a write timeout")
 	}
 }
+
+// writtenRecorder notes WrittenAt and ReadAt in OnResponse, where they may
+// be called.
+type writtenRecorder struct {
+	*recorder
+	written, read chan time.Time
+}
+
+func (r *writtenRecorder) OnResponse(c *Conn, b *frame.Buf) {
+	r.written <- c.WrittenAt()
+	r.read <- c.ReadAt()
+	r.recorder.OnResponse(c, b)
+}
+
+// WrittenAt tells when the writer took the request, not when it was queued:
+// the adaptive limit's latency sample must leave out the proxy's own wait
+// for its writer.
+func TestWrittenAtLeavesOutTheWaitForTheWriter(t *testing.T) {
+	n := newFakeNode(t, nil)
+	c := dialFake(t, n, DialConfig{}, nil)
+	rec := &writtenRecorder{recorder: newRecorder(1), written: make(chan time.Time, 1), read: make(chan time.Time, 1)}
+	queued := time.Now()
+	if err := c.Queue(queryFrame("SELECT 1"), rec); err != nil {
+		t.Fatal(err)
+	}
+	const wait = 50 * time.Millisecond
+	time.Sleep(wait) // the writer is late: the proxy is busy
+	flushed := time.Now()
+	c.Flush()
+	written := waitFor(t, rec.written, "WrittenAt in OnResponse")
+	read := waitFor(t, rec.read, "ReadAt in OnResponse")
+	waitFor(t, rec.responses, "the answer").Release()
+	if written.Before(flushed) || written.Sub(queued) < wait {
+		t.Errorf("written %s after queueing, flushed %s after; want at least the flush", written.Sub(queued), flushed.Sub(queued))
+	}
+	if read.Before(written) {
+		t.Errorf("read %s before written", written.Sub(read))
+	}
+}

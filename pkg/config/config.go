@@ -134,15 +134,17 @@ type Config struct {
 
 	LogLevel string `flag:"log-level" env:"CQLGATE_LOG_LEVEL" yaml:"log_level" default:"info" reload:"true" help:"minimum log level: debug, info, warn or error"`
 
-	LimitMode string `flag:"limit-mode" env:"CQLGATE_LIMIT_MODE" yaml:"limit_mode" default:"fixed" reload:"true" help:"requests in flight per Cassandra node: adaptive (follows the node's latency between --limit-min and --limit-max) or fixed (--node-limit)"`
+	LimitMode string `flag:"limit-mode" env:"CQLGATE_LIMIT_MODE" yaml:"limit_mode" default:"fixed" reload:"true" help:"requests in flight per Cassandra node: adaptive (follows the node's latency between --limit-min and --limit-max), fleet (follows the node's standing queue from --limit-floor up to --limit-max, meant for many sidecars in front of the same nodes; see docs/sizing.md) or fixed (--node-limit)"`
 
 	NodeLimit int `flag:"node-limit" env:"CQLGATE_NODE_LIMIT" yaml:"node_limit" default:"1024" reload:"true" min:"1" max:"1048576" help:"requests in flight per node with --limit-mode fixed"`
 
 	LimitMin int `flag:"limit-min" env:"CQLGATE_LIMIT_MIN" yaml:"limit_min" default:"16" reload:"true" min:"1" max:"1048576" help:"lowest adaptive per-node limit"`
 
+	LimitFloor float64 `flag:"limit-floor" env:"CQLGATE_LIMIT_FLOOR" yaml:"limit_floor" default:"0.1" reload:"true" above:"0" max:"1048576" help:"fleet mode: lowest per-node limit and where a limit starts; below 1 it is a fraction of one request in flight, paced (0.25: one request, then three of its latencies of rest), so that a fleet's floors add up to less than a node can serve"`
+
 	LimitMax int `flag:"limit-max" env:"CQLGATE_LIMIT_MAX" yaml:"limit_max" default:"4096" reload:"true" help:"highest adaptive per-node limit (at most 32768 per connection to the node)"`
 
-	LimitTolerance float64 `flag:"limit-tolerance" env:"CQLGATE_LIMIT_TOLERANCE" yaml:"limit_tolerance" default:"1.5" reload:"true" above:"1" max:"10" help:"adaptive mode: how far (as a multiple, in (1, 10]) a node's mean latency may rise above its no-load latency before the limit is cut; raise it where the latency swings with other load on the host"`
+	LimitTolerance float64 `flag:"limit-tolerance" env:"CQLGATE_LIMIT_TOLERANCE" yaml:"limit_tolerance" default:"1.5" reload:"true" above:"1" max:"10" help:"adaptive mode: how far (as a multiple, in (1, 10]) a node's mean latency may rise above its no-load latency before the limit is cut; raise it where the latency swings with other load on the host. Fleet mode: the dead zone of a window's minimum latency over the lowest seen, 1.2 when left at 1.5"`
 
 	GlobalLimit int `flag:"global-limit" env:"CQLGATE_GLOBAL_LIMIT" yaml:"global_limit" default:"0" reload:"true" min:"0" max:"1073741824" help:"requests in flight to the whole cluster; 0 means the sum of the node limits"`
 
@@ -339,8 +341,8 @@ func (c *Config) Validate() error {
 	if _, err := idempotency.ParseOverrides(c.SpeculativeIdempotent); err != nil {
 		p.add("SpeculativeIdempotent", "%v", err)
 	}
-	if c.LimitMode != "adaptive" && c.LimitMode != "fixed" {
-		p.add("LimitMode", "must be adaptive or fixed, got %q", c.LimitMode)
+	if c.LimitMode != "adaptive" && c.LimitMode != "fleet" && c.LimitMode != "fixed" {
+		p.add("LimitMode", "must be adaptive, fleet or fixed, got %q", c.LimitMode)
 	}
 	// The most a node's connections carry at once.
 	if hi := 32768 * max(1, c.ConnectionsPerNode); c.LimitMax < 1 || c.LimitMax > hi {

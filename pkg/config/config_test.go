@@ -68,6 +68,7 @@ func TestDefault(t *testing.T) {
 		LimitMode:                      "fixed",
 		NodeLimit:                      1024,
 		LimitMin:                       16,
+		LimitFloor:                     0.1,
 		LimitMax:                       4096,
 		LimitTolerance:                 1.5,
 		QueueLength:                    131072,

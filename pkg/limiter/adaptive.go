@@ -222,24 +222,7 @@ func (a *adaptive) update(now int64, inflight int32, cfg *Config) float64 {
 	return a.limit
 }
 
-func (a *adaptive) observeBase(now, v, slot int64) {
-	e := now/slot + 1
-	s := &a.base[e%baseSlots]
-	if s.epoch != e {
-		*s = baseSlot{epoch: e, min: v}
-	} else if v < s.min {
-		s.min = v
-	}
-}
+func (a *adaptive) observeBase(now, v, slot int64) { observeBase(&a.base, now, v, slot) }
 
 // baseline is the lowest window mean in the slots of the last BaselineWindow.
-func (a *adaptive) baseline(now, slot int64) int64 {
-	e := now/slot + 1
-	var b int64
-	for _, s := range a.base {
-		if s.epoch != 0 && e-s.epoch < baseSlots && (b == 0 || s.min < b) {
-			b = s.min
-		}
-	}
-	return b
-}
+func (a *adaptive) baseline(now, slot int64) int64 { return baseline(&a.base, now, slot) }

@@ -3,7 +3,20 @@ package limiter
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
+)
+
+// Law is an adaptive limit's law.
+type Law uint8
+
+const (
+	// LawGradient follows each node's mean latency against its own
+	// baseline (adaptive.go).
+	LawGradient Law = iota
+	// LawFleet follows the node's standing queue, read from the minimum
+	// latency, with limits that may go below one request (fleet.go).
+	LawFleet
 )
 
 // Defaults of the zero Config fields.
@@ -19,6 +32,9 @@ const (
 	DefaultQueueLength     = 10000
 	DefaultMaxWait         = time.Second
 	DefaultTickInterval    = 10 * time.Millisecond
+	DefaultFloor           = 0.1
+	DefaultFleetTolerance  = 1.2
+	DefaultFleetMinSamples = 16
 	maxClasses             = 64
 	maxLimitValue          = 1 << 24 // node limits are int32 inside
 	maxTolerance           = 10.0
@@ -48,13 +64,23 @@ type Config struct {
 	// rises above Tolerance times its baseline or when Cassandra answers
 	// OVERLOADED or a timeout (see adaptive.go).
 	Adaptive bool
+	// Law chooses the adaptive law: LawGradient (the zero value, see
+	// adaptive.go) or LawFleet (see fleet.go), meant for many sidecars in
+	// front of the same nodes.
+	Law Law
+	// Floor is the fleet law's lowest limit, and where a node's limit
+	// starts; it may be below 1 (a fraction of one request in flight on
+	// average, see node.pace). Default 0.1; in (0, MaxLimit]. The gradient
+	// law uses MinLimit instead.
+	Floor float64
 	// MinLimit and MaxLimit bound an adaptive limit. Defaults 16 and 4096.
 	// MaxLimit must not exceed the stream ids the proxy holds to a node
 	// (32768 per connection); the caller checks that.
 	MinLimit, MaxLimit int
 	// Tolerance is how far a window's mean latency may rise above the
 	// baseline before the limit is cut, as a ratio. Default 1.5; at most 10,
-	// more than 1.
+	// more than 1. For the fleet law it is the dead zone of the window's
+	// minimum latency over the baseline: default 1.2.
 	Tolerance float64
 	// Backoff multiplies the limit after a window with an OVERLOADED or
 	// timeout outcome. Default 0.9; between 0.5 and 0.99.
@@ -63,7 +89,8 @@ type Config struct {
 	// the last window's mean latency). Default 100ms.
 	Window time.Duration
 	// MinSamples is the least number of latency samples a window needs
-	// before it changes the limit. Default 100.
+	// before it changes the limit. Default 100 (16 for the fleet law, whose
+	// window statistic is a minimum).
 	MinSamples int
 	// BaselineWindow is how long the lowest window mean is remembered as
 	// the node's baseline latency; the baseline is also probed (the limit
@@ -152,8 +179,23 @@ func (c Config) normalized() (Config, error) {
 	if c.MinLimit > c.MaxLimit {
 		return bad("min limit %d is above max limit %d", c.MinLimit, c.MaxLimit)
 	}
+	if c.Law != LawGradient && c.Law != LawFleet {
+		return bad("unknown law %d", c.Law)
+	}
+	if c.Floor < 0 || math.IsNaN(c.Floor) {
+		return bad("floor %g is negative", c.Floor)
+	}
+	if c.Floor == 0 {
+		c.Floor = DefaultFloor
+	}
+	if c.Floor > float64(c.MaxLimit) {
+		return bad("floor %g is above max limit %d", c.Floor, c.MaxLimit)
+	}
 	if c.Tolerance == 0 {
 		c.Tolerance = DefaultTolerance
+		if c.Law == LawFleet {
+			c.Tolerance = DefaultFleetTolerance
+		}
 	}
 	if !(c.Tolerance > 1 && c.Tolerance <= maxTolerance) {
 		return bad("tolerance %g is not in (1, %g]", c.Tolerance, maxTolerance)
@@ -175,6 +217,9 @@ func (c Config) normalized() (Config, error) {
 	}
 	if c.MinSamples == 0 {
 		c.MinSamples = DefaultMinSamples
+		if c.Law == LawFleet {
+			c.MinSamples = DefaultFleetMinSamples
+		}
 	}
 	if c.BaselineWindow == 0 {
 		c.BaselineWindow = DefaultBaselineWindow

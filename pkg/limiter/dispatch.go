@@ -48,7 +48,7 @@ func (l *Limiter) drainLocked(now int64) {
 // other requests wait behind it).
 func (l *Limiter) stepLocked(now int64) (action, bool) {
 	q := &l.q
-	if !l.roomLocked() {
+	if !l.roomLocked(&now) {
 		return action{}, false
 	}
 	first := q.currentClass()
@@ -70,7 +70,7 @@ func (l *Limiter) stepLocked(now int64) (action, bool) {
 			if now >= e.deadline {
 				return l.expireLocked(ei), true
 			}
-			id := l.pickLocked(e.cands)
+			id := l.pickLocked(e.cands, &now)
 			if id < 0 {
 				fi = f.rnext
 				continue
@@ -87,6 +87,12 @@ func (l *Limiter) stepLocked(now int64) (action, bool) {
 			}
 			c.cursor = f.rnext
 			q.remove(ei)
+			if n := &l.nodes[id]; n.frac > 0 && n.inflight == n.limit-1 {
+				n.late = 0 // see node.late
+				if n.paceAt > 0 {
+					n.late = max(now-n.paceAt, 0)
+				}
+			}
 			a.p = l.grantLocked(id)
 			return a, true
 		}

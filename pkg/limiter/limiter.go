@@ -112,9 +112,24 @@ type Limiter struct {
 type node struct {
 	active   bool
 	inflight int32
-	limit    int32
+	limit    int32 // slots: the exact limit rounded up
 	changes  uint64
 	ad       adaptive
+	fl       fleet
+
+	// exact is the limit as the law set it. When it is not a whole number
+	// (the fleet law), frac is its fractional part and the last slot is
+	// paced: see pace.
+	exact  float64
+	frac   float64
+	paceAt int64 // the last slot is free from then on
+	// late is how long after paceAt a request waiting for the last slot
+	// got it (the queue is served on releases and ticks): the next rest
+	// is that much shorter, so that the slot is held frac of the time.
+	late int64
+	// blocked: a request found no room on the node since the fleet law's
+	// window began (the limit bound, as opposed to an idle client).
+	blocked bool
 }
 
 // New returns a Limiter with no nodes: call SetNodes before traffic, until
@@ -222,11 +237,15 @@ func (l *Limiter) SetNodes(ids []NodeID) error {
 
 // startNodeLocked gives a joining node its initial limit.
 func (l *Limiter) startNodeLocked(n *node, now int64) {
-	if l.cfg.Adaptive {
+	switch {
+	case l.cfg.Adaptive && l.cfg.Law == LawFleet:
+		n.fl.reset(&l.cfg, now)
+		n.limit = l.limitSlots(n, n.fl.limit)
+	case l.cfg.Adaptive:
 		n.ad.reset(&l.cfg, now, n.inflight)
-		n.limit = int32(n.ad.limit)
-	} else {
-		n.limit = int32(l.cfg.NodeLimit)
+		n.limit = l.limitSlots(n, n.ad.limit)
+	default:
+		n.limit = l.limitSlots(n, float64(l.cfg.NodeLimit))
 	}
 }
 
@@ -274,7 +293,7 @@ func (l *Limiter) acquire(w Waiter, flow uint64, class int, candidates []NodeID,
 		return
 	}
 	if l.q.n == 0 {
-		if p, ok := l.admitLocked(candidates); ok {
+		if p, ok := l.admitLocked(candidates, &now); ok {
 			l.mu.Unlock()
 			var at time.Time // Acquire, admitted at once, has not read the clock
 			if now != 0 {
@@ -359,27 +378,33 @@ func (l *Limiter) TryAcquire(candidates []NodeID) (Permit, bool) {
 		l.mu.Unlock()
 		return Permit{}, false
 	}
-	p, ok := l.admitLocked(candidates)
+	var now int64
+	p, ok := l.admitLocked(candidates, &now)
 	l.mu.Unlock()
 	return p, ok
 }
 
 // admitLocked grants a permit on the least loaded candidate with room.
-func (l *Limiter) admitLocked(cands []NodeID) (Permit, bool) {
+// now is the time since the epoch in ns, or 0: read when pacing needs it.
+func (l *Limiter) admitLocked(cands []NodeID, now *int64) (Permit, bool) {
 	if l.globalLimit > 0 && l.inflight >= l.globalLimit {
 		return Permit{}, false
 	}
-	id := l.pickLocked(cands)
+	id := l.pickLocked(cands, now)
 	if id < 0 {
 		return Permit{}, false
+	}
+	if n := &l.nodes[id]; n.frac > 0 && n.inflight == n.limit-1 {
+		n.late = 0 // nobody was waiting
 	}
 	return l.grantLocked(id), true
 }
 
 // pickLocked returns the candidate (nil: active node) with room whose in
 // flight is the lowest fraction of its limit, or -1. The scan starts at a
-// rotating offset so that ties, such as idle nodes, share the load.
-func (l *Limiter) pickLocked(cands []NodeID) int {
+// rotating offset so that ties, such as idle nodes, share the load. now is
+// as for admitLocked.
+func (l *Limiter) pickLocked(cands []NodeID, now *int64) int {
 	if cands == nil {
 		cands = l.active
 	}
@@ -404,7 +429,7 @@ func (l *Limiter) pickLocked(cands []NodeID) int {
 			continue
 		}
 		n := &l.nodes[id]
-		if !n.active || n.inflight >= n.limit {
+		if !n.active || !l.room(n, now) {
 			continue
 		}
 		// n.inflight/n.limit < bi/bl without dividing.
@@ -416,12 +441,12 @@ func (l *Limiter) pickLocked(cands []NodeID) int {
 }
 
 // roomLocked reports whether some request could be admitted now.
-func (l *Limiter) roomLocked() bool {
+func (l *Limiter) roomLocked(now *int64) bool {
 	if l.globalLimit > 0 && l.inflight >= l.globalLimit {
 		return false
 	}
 	for _, id := range l.active {
-		if n := &l.nodes[id]; n.inflight < n.limit {
+		if l.room(&l.nodes[id], now) {
 			return true
 		}
 	}
@@ -456,6 +481,14 @@ func (l *Limiter) grantLocked(id int) Permit {
 func (l *Limiter) adaptLocked(now int64) {
 	for _, id := range l.active {
 		n := &l.nodes[id]
+		if l.cfg.Law == LawFleet {
+			if n.fl.due(now, &l.cfg) {
+				limited, peak := n.blocked, n.ad.maxInflight
+				n.blocked, n.ad.maxInflight = false, n.inflight
+				l.setLimitLocked(n, n.fl.update(now, limited, peak, &l.cfg))
+			}
+			continue
+		}
 		due, stale := n.ad.due(now, &l.cfg)
 		switch {
 		case due:
@@ -466,9 +499,10 @@ func (l *Limiter) adaptLocked(now int64) {
 	}
 }
 
+// setLimitLocked sets a node's limit: whole slots, and for the fleet law a
+// paced fraction of the last one.
 func (l *Limiter) setLimitLocked(n *node, limit float64) {
-	v := max(int32(limit), 1)
-	if v != n.limit {
+	if v := l.limitSlots(n, limit); v != n.limit {
 		n.limit = v
 		n.changes++
 		l.limitChanges++
@@ -528,7 +562,13 @@ func (l *Limiter) Reconfigure(cfg Config) error {
 		switch {
 		case !c.Adaptive:
 			l.setLimitLocked(n, float64(c.NodeLimit))
-		case !old.Adaptive:
+		case c.Law == LawFleet && (!old.Adaptive || old.Law != LawFleet):
+			n.fl.reset(&c, now)
+			l.setLimitLocked(n, n.fl.limit)
+		case c.Law == LawFleet:
+			n.fl.limit = min(max(n.fl.limit, c.Floor), float64(c.MaxLimit))
+			l.setLimitLocked(n, n.fl.limit)
+		case !old.Adaptive || old.Law != LawGradient:
 			n.ad.reset(&c, now, n.inflight)
 			l.setLimitLocked(n, n.ad.limit)
 		default:

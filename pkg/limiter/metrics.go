@@ -26,15 +26,19 @@ import (
 // NodeStats is one node's part of Stats.
 type NodeStats struct {
 	ID           NodeID
-	Active       bool // set by SetNodes
-	Limit        int
+	Active       bool    // set by SetNodes
+	Limit        int     // slots: the exact limit rounded up
+	LimitExact   float64 // as the law set it (fractional for the fleet law)
 	InFlight     int
 	LimitChanges uint64
 }
 
 // Stats is a snapshot of the Limiter, as exported in its metrics.
 type Stats struct {
-	Limit          int // GlobalLimit, or the sum of the active nodes' limits
+	Limit int // GlobalLimit, or the sum of the active nodes' limits
+	// LimitExact is the sum of the active nodes' exact limits (the fleet
+	// law's are fractional), whatever GlobalLimit.
+	LimitExact     float64
 	InFlight       int
 	Queued         int
 	Standing       bool // CoDel turned a request away within the last QueueInterval
@@ -69,8 +73,9 @@ func (l *Limiter) Stats() Stats {
 		}
 		if n.active {
 			sum += int(n.limit)
+			s.LimitExact += n.exact
 		}
-		s.Nodes = append(s.Nodes, NodeStats{ID: NodeID(i), Active: n.active, Limit: int(n.limit), InFlight: int(n.inflight), LimitChanges: n.changes})
+		s.Nodes = append(s.Nodes, NodeStats{ID: NodeID(i), Active: n.active, Limit: int(n.limit), LimitExact: n.exact, InFlight: int(n.inflight), LimitChanges: n.changes})
 	}
 	s.Limit = sum
 	if l.globalLimit > 0 {
@@ -122,7 +127,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			id = (*name)(n.ID)
 		}
 		if n.Active {
-			ch <- prometheus.MustNewConstMetric(c.limit, g, float64(n.Limit), id)
+			ch <- prometheus.MustNewConstMetric(c.limit, g, n.LimitExact, id)
 		}
 		ch <- prometheus.MustNewConstMetric(c.inFlight, g, float64(n.InFlight), id)
 		ch <- prometheus.MustNewConstMetric(c.limitChanges, ctr, float64(n.LimitChanges), id)

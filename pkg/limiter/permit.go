@@ -51,9 +51,13 @@ func (p Permit) Release(o Outcome, latency time.Duration) {
 	l.slots[p.slot] = gen
 	l.freeSlots = append(l.freeSlots, p.slot)
 	n := &l.nodes[p.node]
+	l.pace(n, latency)
 	n.inflight--
 	l.inflight--
-	if l.cfg.Adaptive {
+	switch {
+	case l.cfg.Adaptive && l.cfg.Law == LawFleet:
+		n.fl.record(o, latency)
+	case l.cfg.Adaptive:
 		n.ad.record(o, latency)
 	}
 	if l.q.n == 0 || l.closed {
@@ -82,7 +86,8 @@ func (p Permit) Move(to NodeID) (Permit, bool) {
 		return p, false
 	}
 	n := &l.nodes[to]
-	if !n.active || n.inflight >= n.limit {
+	var now int64
+	if !n.active || !l.room(n, &now) {
 		l.mu.Unlock()
 		return p, false
 	}

@@ -250,13 +250,22 @@ func limiterConfig(cfg config.Config) limiter.Config {
 	lc := limiter.Config{
 		GlobalLimit: cfg.GlobalLimit,
 		NodeLimit:   cfg.NodeLimit,
-		Adaptive:    cfg.LimitMode == "adaptive",
+		Adaptive:    cfg.LimitMode == "adaptive" || cfg.LimitMode == "fleet",
+		Floor:       cfg.LimitFloor,
 		MinLimit:    cfg.LimitMin,
 		MaxLimit:    cfg.LimitMax,
 		Tolerance:   cfg.LimitTolerance,
 		QueueLength: cfg.QueueLength,
 		MaxWait:     cfg.QueueMaxWait,
 		QueueTarget: cfg.QueueTarget,
+	}
+	if cfg.LimitMode == "fleet" {
+		lc.Law = limiter.LawFleet
+		// --limit-tolerance's default is the gradient law's; the fleet
+		// law's dead zone is its own.
+		if cfg.LimitTolerance == limiter.DefaultTolerance {
+			lc.Tolerance = 0
+		}
 	}
 	if kw, err := config.ParseWeights(cfg.KeyspaceWeights, cfg.RoleWeights); err == nil && len(kw.Weights) > 1 {
 		lc.ClassWeights = kw.Weights

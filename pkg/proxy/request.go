@@ -104,6 +104,7 @@ type request struct {
 	admittedLate bool            // admitted from the limiter's queue (Admitted)
 	held         int32           // bytes counted in Proxy.buffered for it
 	sent         time.Time       // when it was queued to Cassandra
+	written      time.Time       // when the connection's writer took it (set with the answer)
 	outcome      limiter.Outcome // what to tell the limiter at the end
 	answered     bool            // Cassandra's answer arrived (for the latency histogram)
 
@@ -433,6 +434,7 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 	}
 	c := r.c
 	r.answered = true
+	r.written = conn.WrittenAt()
 	if r.timedOut {
 		// The client was answered at the deadline; now the stream is free.
 		resp.Release()
@@ -512,6 +514,18 @@ func (r *request) failAt(code int32, msg string, now time.Time) {
 
 func (r *request) finish() { r.finishAt(time.Now()) }
 
+// backendLatency is the limiter's sample of a request sent at r.sent and
+// ended at now: from the write to the backend when the answer told when
+// that was, so that the proxy's own queue before its writer (which grows
+// when the proxy is short of CPU) is not read as Cassandra's latency.
+func (r *request) backendLatency(now time.Time) time.Duration {
+	from := r.sent
+	if r.written.After(from) {
+		from = r.written
+	}
+	return now.Sub(from)
+}
+
 // finishAt ends the request at now: the limiter, the histograms and the
 // pools get back what it held.
 func (r *request) finishAt(now time.Time) {
@@ -524,7 +538,7 @@ func (r *request) finishAt(now time.Time) {
 		r.permit.Release(limiter.Dropped, 0)
 	} else {
 		d := now.Sub(r.sent)
-		r.permit.Release(r.outcome, d)
+		r.permit.Release(r.outcome, r.backendLatency(now))
 		if r.answered {
 			c.p.metrics.observeBackend(r.node.ID, r.node.Addr, d)
 			if r.st != nil && r.outcome == limiter.Success {

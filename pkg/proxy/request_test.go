@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/cqlgate/cqlgate/pkg/frame"
 	"github.com/cqlgate/cqlgate/pkg/systables"
@@ -88,5 +89,25 @@ func TestNoteLocalMergesPartialRows(t *testing.T) {
 	want.SchemaVersion, want.ReleaseVersion = w, "5.0.5"
 	if got := *p.lastLocal.Load(); got != want {
 		t.Errorf("after a newer schema version and release: %+v, want %+v", got, want)
+	}
+}
+
+// The adaptive limit's sample runs from the write to the backend, when the
+// answer said when that was, not from the moment the request was queued.
+func TestBackendLatencyStartsAtTheWrite(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	r := &request{sent: t0}
+	if got := r.backendLatency(t0.Add(8 * time.Millisecond)); got != 8*time.Millisecond {
+		t.Errorf("no write time: %s; want 8ms from the queueing", got)
+	}
+	r.written = t0.Add(5 * time.Millisecond)
+	if got := r.backendLatency(t0.Add(8 * time.Millisecond)); got != 3*time.Millisecond {
+		t.Errorf("written 5ms after queueing, answered at 8ms: %s; want 3ms", got)
+	}
+	// A write time from an earlier attempt (the request was sent again
+	// since) is older than sent: ignored.
+	r.sent = t0.Add(10 * time.Millisecond)
+	if got := r.backendLatency(t0.Add(14 * time.Millisecond)); got != 4*time.Millisecond {
+		t.Errorf("stale write time: %s; want 4ms from the last queueing", got)
 	}
 }

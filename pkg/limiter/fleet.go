@@ -1,0 +1,277 @@
+package limiter
+
+import (
+	"math"
+	"time"
+)
+
+// The fleet law (Config.Law = LawFleet): an adaptive limit meant for many
+// sidecars in front of the same nodes, none of which knows how many others
+// there are. Its aims: the sum of the sidecars' limits settles near the
+// node's best concurrency whatever their number, and they share it fairly.
+//
+// The signal is the node's standing queue, read the same way by every
+// sidecar. A window's statistic is the minimum latency of its samples (from
+// the backend write to the backend read): when the node's queue stands
+// (never empties during the window) every request carries its wait, so the
+// minimum rises by the standing wait, while a mean also moves with the
+// service times. Minima are steady where means are not (the lower edge of
+// a latency distribution is sharp), so every sidecar's baseline, the lowest
+// window minimum it has seen, lands close to every other's: the unfairness
+// of a per-sidecar minimum of noisy means, which sank the gradient law in
+// fleets, is gone. The baseline is never probed: no sidecar can empty a
+// node that a fleet keeps busy.
+//
+// The minimum of n samples sits above the lower edge by about
+// noise = (mean-baseline)/n (exactly so for an exponential tail), so
+//
+//	d      = windowMin - baseline - noise         (unbiased standing wait)
+//	target = (Tolerance-1)*baseline + 2*noise      (+2*noise in slow start)
+//
+// The noise terms matter: without them a sidecar with a small limit, hence
+// few samples, reads queues that are not there and shrinks further. At the
+// end of each window:
+//
+//   - An OVERLOADED or timeout outcome: limit *= Backoff.
+//   - d > target: limit = min(limit, peak) * (1 - fleetGain*(d-target)/mean),
+//     at least halved. By Little's law d/mean is the share of the requests
+//     in the node that are standing in its queue: every sidecar cutting
+//     that share (of what it used: room it did not use is no share) lands
+//     the fleet on the node's knee plus the target, in a few windows,
+//     whatever the number of sidecars. The cut is proportional to the
+//     excess, so a window that noise pushes just over the target cuts
+//     almost nothing.
+//   - d <= target, and the limit bound (a request found no room): slow
+//     start doubles the limit every fleetDoubling Windows by the clock
+//     (sidecars started together stay equal), until the first window over
+//     the target; after that it grows by fleetGrowth*limit^0.75 per Window
+//     of the window's length. The sub-linear growth is what makes the fleet
+//     fair, as additive increase does for TCP (Chiu and Jain): the
+//     proportional cuts keep ratios, the growth gives small limits a larger
+//     share of growth. It is not additive, so that the fleet's sum grows
+//     only as K^0.25 with K sidecars: at K = 1,000 each adds 0.005 per
+//     window where the fleet shares 128.
+//   - Otherwise it holds: a client that does not use its limit says nothing
+//     about the node (the "app-limited" guard), and a window that began
+//     before the last growth filled the node only settles.
+//
+// A limit starts at, and never goes below, Floor, which may be below one:
+// a limit of 0.25 admits one request at a time and then rests for three of
+// its latencies (see node.pace), so that a thousand sidecars can share a
+// node of 128 threads. Starting at the floor means that a fleet starting at
+// once (a deployment rolled out) starts below the node's concurrency, and
+// every sidecar measures the baseline of an unqueued node.
+//
+// The node's own latency can rise too (compaction, a slower disk, heavier
+// queries): every sidecar then reads a standing wait that cuts do not
+// drain. It looks different: a queue shifts the whole latency distribution
+// (minimum and mean rise by the same wait), a slower node stretches it (the
+// mean rises over its unqueued value by more than the minimum does over the
+// baseline). Once a run of cuts has taken the limit to fleetFutile of where
+// the standing wait last fell by a tenth, and the window looks stretched
+// (see slower), the minimum becomes the baseline and the cuts are undone.
+const (
+	// fleetGain is the share of its standing queue over the target that a
+	// sidecar cuts per window: less than all of it, because each window's
+	// reading is noisy and an independent noise per sidecar would make the
+	// limits drift apart.
+	fleetGain = 0.5
+	// fleetGrowth*limit^0.75 is the growth per Window.
+	fleetGrowth = 0.02
+	// fleetFutile: cuts to this fraction of the limit that leave the
+	// standing wait where it was, in a stretched window, mean a slower
+	// node.
+	fleetFutile = 0.7
+	// fleetDoubling is slow start's doubling time, in Windows.
+	fleetDoubling = 4
+	// fleetMinSamples is how few samples a window may close with when it
+	// has lasted 10 Windows without reaching MinSamples (a tiny limit in
+	// front of a slow node).
+	fleetMinSamples = 4
+)
+
+type fleet struct {
+	limit float64
+	slow  bool // slow start
+	born  int64
+	// grew: the last window raised the limit. The next one then only
+	// settles (it may cut, not grow): it began before the new limit
+	// filled the node, so its minimum says too little about it.
+	grew bool
+
+	// The current window.
+	start int64
+	count int
+	sum   int64 // of the samples
+	wmin  int64 // the lowest sample
+	drops int32
+
+	base int64 // the lowest window minimum (0: none yet)
+	mean int64 // the last window's mean, for pacing
+
+	// In a run of cuts (which windows under the target interrupt without
+	// ending it, until the limit grows back), the limit and the standing
+	// wait when the wait last fell by a tenth (refLimit 0: no run).
+	refLimit float64
+	refWait  float64
+	unqueued float64 // smoothed mean latency of the windows under the target
+}
+
+// slower reports whether the window's latencies look scaled up rather than
+// shifted: a standing queue adds the same wait to the minimum and to the
+// mean, while a slower node (heavier queries, a slower disk) stretches its
+// whole latency distribution, so the mean rises over its unqueued value by
+// more than the minimum does over the baseline, by the ratio of the
+// unqueued mean to the baseline. Halfway between the two is the line.
+func (f *fleet) slower(mean int64) bool {
+	a := float64(f.wmin - f.base)
+	if a <= 0 || f.unqueued <= float64(f.base) {
+		return false
+	}
+	r := (float64(mean) - f.unqueued) / a
+	return r >= (1+f.unqueued/float64(f.base))/2
+}
+
+func (f *fleet) reset(cfg *Config, now int64) {
+	*f = fleet{limit: cfg.Floor, slow: true, born: now}
+	f.startWindow(now)
+}
+
+func (f *fleet) startWindow(now int64) {
+	f.start, f.count, f.sum, f.wmin, f.drops = now, 0, 0, 0, 0
+}
+
+func (f *fleet) record(o Outcome, latency time.Duration) {
+	switch o {
+	case Success:
+		if latency <= 0 {
+			return
+		}
+		f.count++
+		f.sum += int64(latency)
+		if f.wmin == 0 || int64(latency) < f.wmin {
+			f.wmin = int64(latency)
+		}
+	case Overloaded, Timeout:
+		f.drops++
+	}
+}
+
+func (f *fleet) due(now int64, cfg *Config) bool {
+	elapsed := now - f.start
+	if elapsed < int64(cfg.Window) {
+		return false
+	}
+	return f.count >= cfg.MinSamples || f.drops > 0 || f.count >= fleetMinSamples && elapsed >= 10*int64(cfg.Window)
+}
+
+// update closes the window and returns the new limit. limited reports
+// whether the limit bound during the window, peak is the most requests it
+// had in flight.
+func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64 {
+	elapsed := now - f.start
+	defer f.startWindow(now)
+	limit := f.limit
+	settling := f.grew
+	f.grew = false
+	switch {
+	case f.drops > 0:
+		limit *= cfg.Backoff
+		f.slow = false
+		f.refLimit = 0
+	case f.count > 0:
+		mean := f.sum / int64(f.count)
+		f.mean = mean
+		if f.base == 0 || f.wmin < f.base {
+			f.base = f.wmin
+		}
+		// The minimum of few samples sits above the distribution's
+		// lower edge by about (mean-edge)/count: a sidecar with a small
+		// limit has few samples, and without this allowance would read
+		// queues that are not there and shrink further.
+		noise := float64(max(mean-f.base, 0)) / float64(f.count)
+		// d estimates the standing wait without bias: noise alone
+		// leaves it about 0, above or below, whatever the samples.
+		d := float64(f.wmin-f.base) - noise
+		// The target standing wait: the dead zone, plus twice the noise
+		// of the minimum (the excess is about exponential: noise alone
+		// passes it in one window out of 20, and then cuts little).
+		target := (cfg.Tolerance-1)*float64(f.base) + 2*noise
+		if f.slow {
+			// Slow start ends on a surer sign: noise alone passes
+			// twice more noise once in 150 windows.
+			target += 2 * noise
+		}
+		if d <= target {
+			// The mean latency of an unqueued node, smoothed: see the
+			// slower-node test below.
+			if f.unqueued == 0 {
+				f.unqueued = float64(mean)
+			}
+			f.unqueued += (float64(mean) - f.unqueued) / 8
+			switch {
+			case f.slow:
+				// Slow start doubles every fleetDoubling Windows by the
+				// clock, at most once a window: sidecars started
+				// together stay equal whatever their windows' phases.
+				if limited {
+					limit = min(2*limit, cfg.Floor*math.Exp2(float64(now-f.born)/float64(fleetDoubling*cfg.Window)))
+				}
+			case !limited || settling:
+			default:
+				f.grew = true
+				limit += fleetGrowth * math.Pow(limit, 0.75) * float64(elapsed) / float64(cfg.Window)
+			}
+			if limit > f.refLimit {
+				f.refLimit = 0 // grown back: the run of cuts is over
+			}
+			break
+		}
+		f.slow = false
+		switch {
+		case f.refLimit == 0 || d < 0.9*f.refWait:
+			f.refLimit, f.refWait = limit, d
+		case limit <= fleetFutile*f.refLimit && f.slower(mean):
+			// The cuts did not move the minimum: the node itself is
+			// slower, not queued. Its new minimum is the baseline, and
+			// the cuts are undone.
+			f.base = f.wmin
+			limit = f.refLimit
+			f.refLimit = 0 // and no cut below
+		}
+		if f.refLimit != 0 {
+			// The standing wait over the target, as a share of the
+			// mean, is the share of this sidecar's requests standing in
+			// the node's queue (Little's law): cut (part of) it off.
+			// A limit above what the window used is cut from what it
+			// used: cutting room nobody uses would leave this sidecar
+			// with more than its share.
+			limit = min(limit, max(float64(peak), 1)) * max(0.5, 1-fleetGain*(d-target)/float64(mean))
+		}
+	}
+	f.limit = min(max(limit, cfg.Floor), float64(cfg.MaxLimit))
+	return f.limit
+}
+
+// observeBase folds v into the baseline slot of now.
+func observeBase(b *[baseSlots]baseSlot, now, v, slot int64) {
+	e := now/slot + 1
+	s := &b[e%baseSlots]
+	if s.epoch != e {
+		*s = baseSlot{epoch: e, min: v}
+	} else if v < s.min {
+		s.min = v
+	}
+}
+
+// baseline is the lowest value in the slots of the last baseSlots slots.
+func baseline(b *[baseSlots]baseSlot, now, slot int64) int64 {
+	e := now/slot + 1
+	var m int64
+	for _, s := range b {
+		if s.epoch != 0 && e-s.epoch < baseSlots && (m == 0 || s.min < m) {
+			m = s.min
+		}
+	}
+	return m
+}

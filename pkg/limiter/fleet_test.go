@@ -1,0 +1,223 @@
+package limiter
+
+import (
+	"testing"
+	"time"
+)
+
+// frozenFleetConfig is the fleet law with windows so long that the limit stays
+// at the floor: for tests of the pacing alone.
+func frozenFleetConfig(floor float64) Config {
+	return Config{Adaptive: true, Law: LawFleet, Floor: floor, Window: time.Hour, BaselineWindow: time.Hour}
+}
+
+// A limit of 0.25 is one request in flight, then three of its latencies of
+// rest before the next: the node sees a quarter of a request on average.
+func TestFleetFractionalLimitPaces(t *testing.T) {
+	l, clk := newTestLimiter(t, frozenFleetConfig(0.25), 1)
+	if s := l.Stats(); s.Nodes[0].Limit != 1 || s.LimitExact != 0.25 {
+		t.Fatalf("slots %d, exact limit %g; want 1 and 0.25", s.Nodes[0].Limit, s.LimitExact)
+	}
+	a, b := &rec{t: t, id: 1}, &rec{t: t, id: 2}
+	l.Acquire(a, 1, 0, nil, time.Time{})
+	l.Acquire(b, 1, 0, nil, time.Time{})
+	if !a.ok || !b.pending() {
+		t.Fatalf("first admitted %v, second pending %v; want one request in flight", a.ok, b.pending())
+	}
+	clk.Advance(10 * time.Millisecond)
+	a.permit.Release(Success, 10*time.Millisecond)
+	// The slot rests 10ms * (1-0.25)/0.25 = 30ms.
+	clk.Advance(29 * time.Millisecond)
+	l.Sweep()
+	if !b.pending() {
+		t.Fatal("admitted 29ms after a 10ms request; want a 30ms rest at a limit of 0.25")
+	}
+	clk.Advance(time.Millisecond)
+	l.Sweep()
+	if !b.ok {
+		t.Fatal("not admitted after the 30ms rest")
+	}
+	// A request granted late (the queue is served on ticks) shortens the
+	// next rest by as much: the slot's duty stays a quarter.
+	clk.Advance(10 * time.Millisecond)
+	b.permit.Release(Success, 10*time.Millisecond)
+	clk.Advance(35 * time.Millisecond) // 5ms late
+	c := &rec{t: t, id: 3}
+	l.Acquire(c, 1, 0, nil, time.Time{}) // nothing waited: not late
+	if !c.ok {
+		t.Fatal("not admitted after the rest")
+	}
+}
+
+// Between whole numbers only the last slot is paced: 2.5 is two requests
+// at will and a third half of the time.
+func TestFleetFractionalLimitPacesOnlyTheLastSlot(t *testing.T) {
+	l, clk := newTestLimiter(t, frozenFleetConfig(2.5), 1)
+	rs := make([]*rec, 4)
+	for i := range rs {
+		rs[i] = &rec{t: t, id: i}
+		l.Acquire(rs[i], 1, 0, nil, time.Time{})
+	}
+	if !rs[0].ok || !rs[1].ok || !rs[2].ok || !rs[3].pending() {
+		t.Fatalf("admitted %v %v %v %v; want the first three (3 slots)", rs[0].ok, rs[1].ok, rs[2].ok, rs[3].ok)
+	}
+	clk.Advance(4 * time.Millisecond)
+	rs[2].permit.Release(Success, 4*time.Millisecond) // frees the third slot
+	if !rs[3].pending() {
+		t.Fatal("the third slot was taken again at once; want a 4ms rest at a fraction of 0.5")
+	}
+	rs[0].permit.Release(Success, 4*time.Millisecond) // a whole slot: no rest
+	if !rs[3].ok {
+		t.Fatal("a whole slot freed and the waiting request not admitted")
+	}
+}
+
+// fleetSim is K sidecars, each a fleet-law Limiter with closed-loop
+// clients, in front of one shared node on one clock.
+type fleetSim struct {
+	s  *sim
+	b  *backend
+	ls []*Limiter
+	cs [][]*simClient
+}
+
+func newFleetSim(t *testing.T, k, clients, capacity int, service time.Duration) *fleetSim {
+	t.Helper()
+	clk := newFakeClock()
+	fs := &fleetSim{s: newSim(clk, 1)}
+	fs.b = &backend{s: fs.s, capacity: capacity, service: service}
+	for i := range k {
+		l, err := New(Config{Adaptive: true, Law: LawFleet, MaxWait: time.Minute, DebugPermits: true}, clk, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(l.Close)
+		if err := l.SetNodes([]NodeID{0}); err != nil {
+			t.Fatal(err)
+		}
+		fs.ls = append(fs.ls, l)
+		fs.s.after(time.Duration(i)*time.Millisecond/time.Duration(k), func() { fs.s.every(DefaultTickInterval, l.Sweep) })
+		var cs []*simClient
+		for j := range clients {
+			c := &simClient{l: l, s: fs.s, nodes: []*backend{fs.b}, flow: uint64(j % 8)}
+			cs = append(cs, c)
+			fs.s.after(time.Duration(j)*time.Microsecond, c.acquire)
+		}
+		fs.cs = append(fs.cs, cs)
+	}
+	return fs
+}
+
+// served returns the requests each sidecar's clients completed so far.
+func (fs *fleetSim) served() []int {
+	out := make([]int, len(fs.cs))
+	for i, cs := range fs.cs {
+		for _, c := range cs {
+			out[i] += c.done
+		}
+	}
+	return out
+}
+
+func (fs *fleetSim) limitSum() float64 {
+	sum := 0.0
+	for _, l := range fs.ls {
+		sum += l.Stats().LimitExact
+	}
+	return sum
+}
+
+func jain(xs []float64) float64 {
+	var s, s2 float64
+	for _, x := range xs {
+		s += x
+		s2 += x * x
+	}
+	if s2 == 0 {
+		return 0
+	}
+	return s * s / (float64(len(xs)) * s2)
+}
+
+// Eight sidecars of 100 closed-loop clients each in front of a node that
+// serves 32 at once: the node stays busy, the sum of the limits settles
+// near 32 (where the gradient law's per-sidecar floors alone add up to
+// 128), and the sidecars share the node fairly.
+func TestFleetLawSharesANode(t *testing.T) {
+	const k, capacity, service = 8, 32, 5 * time.Millisecond
+	fs := newFleetSim(t, k, 100, capacity, service)
+	fs.s.run(10 * time.Second)
+	before := fs.served()
+	var sums []float64
+	for range 100 {
+		fs.s.run(fs.s.now + 100*time.Millisecond)
+		sums = append(sums, fs.limitSum())
+	}
+	after := fs.served()
+	var per []float64
+	total := 0
+	for i := range after {
+		n := after[i] - before[i]
+		per = append(per, float64(n))
+		total += n
+	}
+	full := float64(capacity) / service.Seconds() * 10
+	var avg float64
+	for _, s := range sums {
+		avg += s / float64(len(sums))
+	}
+	if float64(total) < 0.9*full {
+		t.Errorf("served %d in 10s; want at least 90%% of the node's %.0f", total, full)
+	}
+	if avg < 0.8*capacity || avg > 1.5*capacity {
+		t.Errorf("sum of limits %.1f on average; want within [0.8, 1.5] x %d", avg, capacity)
+	}
+	if j := jain(per); j < 0.9 {
+		t.Errorf("Jain's index %.3f over the sidecars' throughput %v; want >= 0.9", j, per)
+	}
+}
+
+// When the node itself gets slower (its latencies stretched, not shifted by
+// a queue), the limit must not be cut for good: cuts that leave the
+// minimum where it was make the new minimum the baseline and are undone.
+func TestFleetLawRecoversFromASlowerNode(t *testing.T) {
+	const capacity = 32
+	fs := newFleetSim(t, 1, 400, capacity, 5*time.Millisecond)
+	fs.s.run(10 * time.Second)
+	fs.b.service = 10 * time.Millisecond
+	fs.s.run(15 * time.Second)
+	before := fs.served()[0]
+	fs.s.run(20 * time.Second)
+	n := fs.served()[0] - before
+	full := capacity / 0.010 * 5
+	if float64(n) < 0.85*full {
+		t.Errorf("served %d in the 5s after the node slowed; want at least 85%% of %.0f (limit %.1f)", n, full, fs.limitSum())
+	}
+}
+
+// OVERLOADED answers cut the limit by Backoff.
+func TestFleetLawCutsOnOverloaded(t *testing.T) {
+	fs := newFleetSim(t, 1, 400, 10000, 5*time.Millisecond)
+	fs.s.run(5 * time.Second)
+	high := fs.limitSum()
+	fs.b.overloadAbove = 20
+	fs.s.run(8 * time.Second)
+	if got := fs.limitSum(); got > 0.5*high || got > 40 {
+		t.Errorf("limit %.1f after 3s of OVERLOADED above 20 in flight (it was %.1f); want it cut", got, high)
+	}
+}
+
+func TestFleetConfig(t *testing.T) {
+	c, err := Config{Adaptive: true, Law: LawFleet}.normalized()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Floor != DefaultFloor || c.Tolerance != DefaultFleetTolerance || c.MinSamples != DefaultFleetMinSamples {
+		t.Errorf("defaults floor %g, tolerance %g, min samples %d; want %g, %g, %d", c.Floor, c.Tolerance, c.MinSamples, DefaultFloor, DefaultFleetTolerance, DefaultFleetMinSamples)
+	}
+	for _, bad := range []Config{{Floor: -1}, {Floor: 5000}, {Law: 7}} {
+		if _, err := bad.normalized(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
