@@ -158,7 +158,8 @@ func (c *client) flushBackends() {
 
 // handle takes ownership of one request frame.
 func (c *client) handle(b *frame.Buf) {
-	h := frame.ParseHeader(b.B)
+	view, err := frame.ParseRequest(b.B)
+	h := view.Header // set even when the message is malformed
 	if h.Version != c.version {
 		c.protocolError(b, h.Stream, fmt.Sprintf("Invalid message version. Got %d but previous messages on this connection had version %d", h.Version, c.version))
 		return
@@ -168,9 +169,8 @@ func (c *client) handle(b *frame.Buf) {
 		return
 	}
 	req := requestPool.Get().(*request)
-	*req = request{c: c, buf: b, pool: c.pool.Load()}
-	var err error
-	if req.view, err = frame.ParseRequest(b.B); err != nil {
+	*req = request{c: c, buf: b, view: view, pool: c.pool.Load()}
+	if err != nil {
 		c.reject(req, frame.ErrCodeProtocol, "Invalid "+frame.OpcodeName(h.Opcode)+" message: "+err.Error())
 		return
 	}

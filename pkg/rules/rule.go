@@ -167,25 +167,23 @@ func (r *Rule) admitLocked(out []waiting) []waiting {
 
 // expireLocked removes the waits past their deadline at now.
 func (r *Rule) expireLocked(now int64, out []waiting) []waiting {
-	keep := r.queue[:0]
-	for _, q := range r.queue {
-		if q.deadline <= now {
-			r.rejectWait++
-			out = append(out, q)
-		} else {
-			keep = append(keep, q)
-		}
-	}
-	clear(r.queue[len(keep):])
-	r.queue = keep
+	n := len(out)
+	out = r.removeLocked(out, func(q *waiting) bool { return q.deadline <= now })
+	r.rejectWait += uint64(len(out) - n)
 	return out
 }
 
 // cancelLocked removes the waits of flow.
 func (r *Rule) cancelLocked(flow uint64, out []waiting) []waiting {
+	return r.removeLocked(out, func(q *waiting) bool { return q.flow == flow })
+}
+
+// removeLocked moves the waits for which drop is true from the queue to
+// out, keeping the others in order.
+func (r *Rule) removeLocked(out []waiting, drop func(*waiting) bool) []waiting {
 	keep := r.queue[:0]
-	for _, q := range r.queue {
-		if q.flow == flow {
+	for i := range r.queue {
+		if q := r.queue[i]; drop(&q) {
 			out = append(out, q)
 		} else {
 			keep = append(keep, q)
