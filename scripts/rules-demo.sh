@@ -41,7 +41,8 @@ already answers there, builds ./cmd/proxy and ./cmd/loadgen, loads $KEYSPACE.kv 
 starts the proxy on $LISTEN (admin $ADMIN) with an empty --rules-file. Then $ROUNDS rounds of three
 phases, each "loadgen heavy" for $WARMUP + $DURATION after POST /statements/reset, with $WORKERS
 workers of single-partition reads and writes (90% reads):
-  heavy-N     plus $HEAVY_WORKERS workers of "$HEAVY_TEXT" ($HEAVY_KEYS keys)
+  heavy-N     plus $HEAVY_WORKERS workers of "$HEAVY_TEXT" ($HEAVY_KEYS keys) in a loadgen
+              process of its own, as a report job is another application
   capped-N    the same, with a rule on the heavy statement's id (max_in_flight $CAP,
               queue_length 16, max_queue_wait $MAX_WAIT) written to the rules file and applied
               with SIGHUP: heavy requests that wait longer get OVERLOADED, counted as errors
@@ -76,16 +77,31 @@ check() { # check OK-EXPRESSION-RESULT MESSAGE
   fi
 }
 
-# phase NAME LOADGEN-FLAGS...: reset the statistics, run loadgen heavy through the proxy, keep its
-# JSON, /statements by p99 and the terminal table.
+# phase NAME HEAVY-WORKERS: reset the statistics, run the mixed workload through the proxy and,
+# with HEAVY-WORKERS above 0, the heavy statement beside it in a loadgen process of its own (a
+# report job is another application: decoding its hundreds of rows per answer must not delay the
+# mixed workload's own measurement), keep their JSON, /statements by p99 and the terminal table.
 phase() {
-  local name=$1
-  shift
+  local name=$1 heavy=$2 hpid=""
   curl -fsS -X POST -o /dev/null "http://$ADMIN/statements/reset"
-  note "phase $name: loadgen heavy $*"
-  "$workdir/loadgen" heavy --hosts "$LISTEN" --keyspace "$KEYSPACE" --workers "$WORKERS" \
-    --heavy-keys "$HEAVY_KEYS" --warmup "$WARMUP" --duration "$DURATION" --timeout 10s --quiet --json "$@" \
-    >"$out/$name.json"
+  note "phase $name: loadgen heavy --workers $WORKERS, and --heavy-workers $heavy beside it"
+  if ((heavy > 0)); then
+    "$workdir/loadgen" heavy --hosts "$LISTEN" --keyspace "$KEYSPACE" --workers 0 --heavy-workers "$heavy" \
+      --heavy-keys "$HEAVY_KEYS" --warmup "$WARMUP" --duration "$DURATION" --timeout 10s --quiet --json \
+      >"$out/$name.heavy.json" &
+    hpid=$!
+  fi
+  "$workdir/loadgen" heavy --hosts "$LISTEN" --keyspace "$KEYSPACE" --workers "$WORKERS" --heavy-workers 0 \
+    --heavy-keys "$HEAVY_KEYS" --warmup "$WARMUP" --duration "$DURATION" --timeout 10s --quiet --json \
+    >"$out/$name.mixed.json"
+  if [[ -n $hpid ]]; then
+    wait "$hpid" || die "the heavy loadgen failed in phase $name"
+    # Each report lists all three statements: read and write from the mixed one, heavy from its own.
+    jq -s '{statements: ([.[0].statements[] | select(.name != "heavy")] + [.[1].statements[] | select(.name == "heavy")])}' \
+      "$out/$name.mixed.json" "$out/$name.heavy.json" >"$out/$name.json"
+  else
+    cp "$out/$name.mixed.json" "$out/$name.json"
+  fi
   curl -fsS "http://$ADMIN/statements?sort=p99&limit=20" >"$out/$name.statements.json"
   "$workdir/proxy" statements --admin "$ADMIN" --sort p99 --limit 5 --width 50 >"$out/$name.table.txt"
 }
@@ -134,7 +150,7 @@ note "warming Cassandra up for $CASSANDRA_WARMUP (direct, not reported)"
 # between rounds (it may be shared) weighs on both.
 rule=""
 for ((r = 1; r <= ROUNDS; r++)); do
-  phase "heavy-$r" --heavy-workers "$HEAVY_WORKERS"
+  phase "heavy-$r" "$HEAVY_WORKERS"
   if ((r == 1)); then
     echo
     echo "== after heavy-1: cqlgate statements --sort p99 --limit 5"
@@ -156,7 +172,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
   fi
   counts_match "heavy-$r"
   set_rules "$rule" heavy-in
-  phase "capped-$r" --heavy-workers "$HEAVY_WORKERS"
+  phase "capped-$r" "$HEAVY_WORKERS"
   counts_match "capped-$r"
   if ((r == 1)); then
     echo
@@ -165,7 +181,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     echo
   fi
   set_rules "rules: []" ""
-  phase "baseline-$r" --heavy-workers 0
+  phase "baseline-$r" 0
 done
 
 echo

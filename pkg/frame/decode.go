@@ -24,6 +24,10 @@ func MessageBody(f []byte) ([]byte, error) {
 	if len(f) < HeaderLen {
 		return nil, short("frame header")
 	}
+	// Nearly every frame has none of the three: skip the header's parse.
+	if f[1]&(FlagTracing|FlagWarning|FlagCustomPayload) == 0 {
+		return f[HeaderLen:], nil
+	}
 	h := ParseHeader(f)
 	b := f[HeaderLen:]
 	var ok bool
