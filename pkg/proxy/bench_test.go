@@ -34,22 +34,33 @@ func benchNode(tb testing.TB) *fakenode.Node {
 	return n
 }
 
-// pipelinedClient keeps `depth` QUERY requests in flight on one connection,
-// like a driver with many concurrent callers.
+// runPipelined keeps `depth` QUERY requests in flight on each of `conns`
+// connections, like a driver with many concurrent callers, until b.N
+// answers have come back.
 func runPipelined(b *testing.B, addr string, version byte, conns, depth int) {
 	b.Helper()
-	var wg sync.WaitGroup
-	per := b.N / conns
-	if per == 0 {
-		per = 1
+	cs := dialPipelined(b, addr, version, conns)
+	if err := cs.run(max(b.N/conns, 1), depth); err != nil {
+		b.Fatal(err)
 	}
-	errs := make(chan error, conns)
+}
+
+// pipelinedConns are client connections past STARTUP, ready to pipeline.
+type pipelinedConns struct {
+	version byte
+	rds     []*frame.Reader
+	ws      []*frame.Writer
+}
+
+func dialPipelined(b *testing.B, addr string, version byte, conns int) *pipelinedConns {
+	b.Helper()
+	cs := &pipelinedConns{version: version}
 	for i := 0; i < conns; i++ {
 		nc, err := net.Dial("tcp", addr)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer nc.Close()
+		b.Cleanup(func() { nc.Close() })
 		rd := frame.NewReader(nc, 1<<20)
 		w := frame.NewWriter(nc)
 		if err := w.WriteFrame(frame.AppendStartup(nil, version, 0, map[string]string{"CQL_VERSION": "3.0.0"})); err != nil {
@@ -67,19 +78,30 @@ func runPipelined(b *testing.B, addr string, version byte, conns, depth int) {
 			rd.EnableSegments(frame.CompressionNone)
 			w.EnableSegments(frame.CompressionNone)
 		}
+		cs.rds, cs.ws = append(cs.rds, rd), append(cs.ws, w)
+	}
+	return cs
+}
+
+// run sends per requests on each connection at once, depth in flight on
+// each, and waits for their answers.
+func (cs *pipelinedConns) run(per, depth int) error {
+	var wg sync.WaitGroup
+	errc := make(chan error, len(cs.rds))
+	for i := range cs.rds {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- pipeline(rd, w, version, per, depth)
+			errc <- pipeline(cs.rds[i], cs.ws[i], cs.version, per, depth)
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			b.Fatal(err)
-		}
+	close(errc)
+	var errs []error
+	for err := range errc {
+		errs = append(errs, err)
 	}
+	return errors.Join(errs...)
 }
 
 func pipeline(rd *frame.Reader, w *frame.Writer, version byte, n, depth int) error {
