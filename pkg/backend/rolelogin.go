@@ -315,8 +315,8 @@ func (cl *Cluster) startLogin(node *Node, cfg DialConfig, arrived chan<- *pendin
 	go func() {
 		pl.c, pl.err = Dial(ctx, cfg)
 		cancel()
-		close(pl.done)
 		arrived <- pl // buffered for every login
+		close(pl.done)
 	}()
 	return pl
 }
