@@ -250,10 +250,7 @@ func (np *NodePool) maintain(ctx context.Context, first chan<- error, pending *p
 	cl := np.pool.cl
 	target := cl.cfg.ConnectionsPerNode
 	for {
-		np.mu.Lock()
-		closed := np.closed
-		np.mu.Unlock()
-		if closed || ctx.Err() != nil {
+		if np.isClosed() || ctx.Err() != nil {
 			if first != nil {
 				first <- errors.New("backend: pool closed")
 			}
@@ -262,14 +259,15 @@ func (np *NodePool) maintain(ctx context.Context, first chan<- error, pending *p
 			}
 			return
 		}
+		missing := target - np.numConns()
 		if pending != nil {
 			ok := np.awaitLogin(pending)
 			pending = nil
-			if ok {
-				continue // on to the connections still missing, at once
+			if ok || np.isClosed() {
+				continue // on to the connections still missing at once, or out
 			}
+			missing = 0 // as after a failed round: back off first
 		}
-		missing := target - np.numConns()
 		if !np.pool.canDial() {
 			// A role pool whose role has no client connection left: its
 			// password is forgotten, so it cannot log in. AcquireRole
@@ -350,6 +348,12 @@ func (np *NodePool) roundEnded(ok int, firstErr error) {
 		np.node.markDown(firstErr)
 		cl.log.Debug("connect to node failed", zap.String("node", np.node.Addr), zap.Error(firstErr))
 	}
+}
+
+func (np *NodePool) isClosed() bool {
+	np.mu.Lock()
+	defer np.mu.Unlock()
+	return np.closed
 }
 
 func (np *NodePool) failuresNow() int {

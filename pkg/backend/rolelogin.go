@@ -341,19 +341,13 @@ func (np *NodePool) awaitLogin(pl *pendingLogin) bool {
 		case <-pl.done:
 			waiting = false
 		case <-np.wake:
-			np.mu.Lock()
-			closed := np.closed
-			np.mu.Unlock()
-			if closed {
+			if np.isClosed() {
 				pl.cancel()
 			}
 		}
 	}
-	np.mu.Lock()
-	closed := np.closed
-	np.mu.Unlock()
 	if pl.err != nil {
-		if !closed {
+		if !np.isClosed() {
 			np.pool.loginFailed(pl.err)
 			np.roundEnded(0, pl.err)
 		}
