@@ -287,10 +287,12 @@ func TestRoleFirstLoginPendingClosed(t *testing.T) {
 // Nodes that disagree: the first answer, a success, is the client's; a
 // refusal from another node afterwards is a refusal of the pool's login,
 // as at any later login: the role's pools are closed and its clients
-// told (OnRoleRefused), with Cassandra's answer.
+// told (OnRoleRefused), with Cassandra's answer, and the refused password
+// is not tried again.
 func TestRoleFirstLoginRefusedAfterSuccess(t *testing.T) {
 	refused := make(chan *ServerError, 1)
 	cl, fcl := fakeAuthCluster(t, Config{OnRoleRefused: func(_ *Role, se *ServerError) { refused <- se }})
+	base := authResponses(fcl)
 	late := fcl.Nodes[0]
 	fcl.SetHook(func(n *fakenode.Node, r fakenode.Request) fakenode.Action {
 		if r.Opcode == frame.OpAuthResponse && n == late {
@@ -311,4 +313,9 @@ func TestRoleFirstLoginRefusedAfterSuccess(t *testing.T) {
 		t.Errorf("refusal %v, Refused() %v", se, r.Refused())
 	}
 	eventually(t, "alice's pools closed", func() bool { return len(roleConns(cl, "alice")) == 0 })
+	time.Sleep(500 * time.Millisecond) // a login after the refusal would show now
+	if got := authResponses(fcl) - base; got != 3 {
+		t.Errorf("%d logins, want 3: none after the refusal", got)
+	}
+	noLoginsLeft(t, fcl, 1) // the control connection
 }
