@@ -321,3 +321,41 @@ func TestRoleFirstLoginRefusedAfterSuccess(t *testing.T) {
 	}
 	noLoginsLeft(t, fcl, 1) // the control connection
 }
+
+// A node that leaves the topology while the role's first login runs is
+// not part of the role's pool: its login, still under way when the client
+// was answered, is cancelled and its connection closed.
+func TestRoleFirstLoginNodeRemovedMeanwhile(t *testing.T) {
+	cl, fcl := fakeAuthCluster(t, Config{ConnectTimeout: 20 * time.Second})
+	gone := fcl.Nodes[2]
+	var once sync.Once
+	fcl.SetHook(func(n *fakenode.Node, r fakenode.Request) fakenode.Action {
+		if r.Opcode != frame.OpAuthResponse {
+			return fakenode.Action{}
+		}
+		if n == gone {
+			return fakenode.Action{Fault: fakenode.NoAnswer}
+		}
+		// Before the first answer: the topology drops the node, as a
+		// refresh that found it decommissioned does.
+		once.Do(func() {
+			cl.mu.Lock()
+			delete(cl.nodes, gone.Addr())
+			cl.mu.Unlock()
+		})
+		return fakenode.Action{}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	r, err := cl.LoginRole(ctx, "alice", "pw", frame.V4, LoginAllNodes)
+	if err != nil {
+		t.Fatalf("LoginRole: %v", err)
+	}
+	defer r.Release()
+	eventually(t, "alice's pool on the two nodes left", func() bool { return len(roleConns(cl, "alice")) == 2 })
+	if n := roleConns(cl, "alice")[gone.Addr()]; n != 0 {
+		t.Errorf("alice's pool has %d connections to the node removed", n)
+	}
+	eventually(t, "no login goroutine left", func() bool { return len(loginGoroutines()) == 0 })
+	eventually(t, "the removed node's login connection closed", func() bool { return gone.OpenConnections() == 0 })
+}
