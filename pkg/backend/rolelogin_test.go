@@ -107,9 +107,14 @@ func loginGoroutines() []string {
 }
 
 // noLoginsLeft fails the test unless no login goroutine is left and the
-// fake nodes have want connections open.
+// fake nodes have want connections open. A login's goroutine has done
+// everything once its pendingLogin is done, which the caller waited for,
+// but may still be on its way out: it gets 100 ms.
 func noLoginsLeft(t *testing.T, fcl *fakenode.Cluster, want int) {
 	t.Helper()
+	for deadline := time.Now().Add(100 * time.Millisecond); len(loginGoroutines()) > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	if g := loginGoroutines(); len(g) > 0 {
 		t.Errorf("%d login goroutines still running:\n%s", len(g), strings.Join(g, "\n\n"))
 	}
