@@ -364,3 +364,37 @@ func TestRoleFirstLoginNodeRemovedMeanwhile(t *testing.T) {
 	eventually(t, "no login goroutine left", func() bool { return len(loginGoroutines()) == 0 })
 	eventually(t, "the removed node's login connection closed", func() bool { return gone.OpenConnections() == 0 })
 }
+
+// When MaxRoles roles are taken while the first login runs (a client whose
+// credentials were in the login cache took the last), the logins are given
+// up, every connection closed, and the caller told to go the AcquireRole
+// way, which reports the limit.
+func TestRoleFirstLoginMaxRolesMeanwhile(t *testing.T) {
+	cl, fcl := fakeAuthCluster(t, Config{MaxRoles: 1, ConnectTimeout: 20 * time.Second})
+	baseConns := openConns(fcl)
+	slow := fcl.Nodes[2]
+	var once sync.Once
+	fcl.SetHook(func(n *fakenode.Node, r fakenode.Request) fakenode.Action {
+		if r.Opcode != frame.OpAuthResponse {
+			return fakenode.Action{}
+		}
+		if n == slow {
+			return fakenode.Action{Fault: fakenode.NoAnswer}
+		}
+		once.Do(func() {
+			if _, err := cl.AcquireRole("bob", "bob-pw"); err != nil {
+				t.Errorf("AcquireRole(bob): %v", err)
+			}
+		})
+		return fakenode.Action{}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	if _, err := cl.LoginRole(ctx, "alice", "pw", frame.V4, LoginAllNodes); !errors.Is(err, ErrRoleKnown) {
+		t.Fatalf("LoginRole with every role taken meanwhile: %v, want ErrRoleKnown", err)
+	}
+	noLoginsLeft(t, fcl, baseConns)
+	if len(roleConns(cl, "alice")) != 0 {
+		t.Errorf("alice has pools: %v", roleConns(cl, "alice"))
+	}
+}
