@@ -106,7 +106,7 @@ type Passthrough struct {
 	flight   singleflight.Group
 	slots    chan struct{}
 	metrics  *metrics
-	failures *failureLimiter // nil: no limit
+	failures *failureLimiter
 
 	mu    sync.Mutex
 	cache map[[sha256.Size]byte]time.Time // credential HMAC -> expiry
@@ -167,6 +167,12 @@ func (p *Passthrough) Login(ctx context.Context, token []byte) *Error {
 func (p *Passthrough) LoginFrom(ctx context.Context, token []byte, src string) *Error {
 	return p.LoginVia(ctx, token, src, nil)
 }
+
+// FailedRecently reports whether Cassandra refused a login from source
+// address src (bad credentials) within RecentFailureWindow, whatever the
+// failure limit (Config.FailuresPerSecond, even 0). The proxy then checks
+// a role's first login from src on one node rather than on all at once.
+func (p *Passthrough) FailedRecently(src string) bool { return p.failures.failedRecently(src) }
 
 // CheckFunc checks a username and password as Checker.CheckLogin does.
 type CheckFunc func(ctx context.Context, username, password string) error

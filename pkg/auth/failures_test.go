@@ -59,7 +59,41 @@ func TestFailureLimiterBounded(t *testing.T) {
 	if n := len(l.buckets); n > maxFailureSources {
 		t.Errorf("%d addresses tracked; want at most %d", n, maxFailureSources)
 	}
-	if newFailureLimiter(0, 5, clk.Now) != nil || !(*failureLimiter)(nil).allow("a") {
+	unlimited := newFailureLimiter(0, 5, clk.Now)
+	for range 10 {
+		unlimited.fail("a")
+	}
+	if !unlimited.allow("a") {
 		t.Error("rate 0 must mean no limit")
+	}
+}
+
+// FailedRecently reports the addresses Cassandra refused a login from
+// within RecentFailureWindow, with the failure limit on or off (0), not
+// those of successes nor other addresses.
+func TestFailedRecently(t *testing.T) {
+	for _, rate := range []float64{1, 0} {
+		ck := &checker{pass: "pw"}
+		clk := &clock{now: time.Unix(1_000_000, 0)}
+		p, _ := newTest(t, Config{Checker: ck, FailuresPerSecond: rate, FailureBurst: 3, Now: clk.Now})
+		ctx := context.Background()
+		if err := p.LoginFrom(ctx, token("app", "pw"), "10.0.0.1"); err != nil || p.FailedRecently("10.0.0.1") {
+			t.Fatalf("rate %v: a right login: %v, failed recently %v", rate, err, p.FailedRecently("10.0.0.1"))
+		}
+		if err := p.LoginFrom(ctx, token("app", "wrong"), "10.0.0.1"); err == nil {
+			t.Fatalf("rate %v: a wrong password passed", rate)
+		}
+		if !p.FailedRecently("10.0.0.1") || p.FailedRecently("10.0.0.2") {
+			t.Errorf("rate %v: failed recently: %v for the address that failed, %v for another; want true, false",
+				rate, p.FailedRecently("10.0.0.1"), p.FailedRecently("10.0.0.2"))
+		}
+		clk.Add(RecentFailureWindow - time.Second)
+		if !p.FailedRecently("10.0.0.1") {
+			t.Errorf("rate %v: forgotten within the window", rate)
+		}
+		clk.Add(2 * time.Second)
+		if p.FailedRecently("10.0.0.1") {
+			t.Errorf("rate %v: still reported after the window", rate)
+		}
 	}
 }

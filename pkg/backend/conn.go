@@ -200,6 +200,11 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 	if nc, err = startTLS(ctx, nc, cfg); err != nil {
 		return nil, err
 	}
+	// The handshake reads and writes under the socket's deadline only: a
+	// cancelled ctx moves it to now, so that a login given up on (another
+	// node answered a role's first login first, the client went away)
+	// ends at once rather than at the timeout.
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	rw := netio.Wrap(nc)
 	in := frame.NewStampedReader(rw)
 	c := &Conn{
@@ -221,8 +226,16 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 	for i := MaxStreams - 1; i >= 0; i-- {
 		c.free = append(c.free, int16(i))
 	}
-	if err := c.handshake(cfg); err != nil {
+	err = c.handshake(cfg)
+	if !stop() && err == nil {
+		err = fmt.Errorf("startup with %s: %w", cfg.Addr, context.Cause(ctx))
+	}
+	if err != nil {
 		nc.Close()
+		var se *ServerError
+		if ctx.Err() != nil && !errors.As(err, &se) {
+			err = fmt.Errorf("%w (%w)", err, context.Cause(ctx))
+		}
 		return nil, err
 	}
 	_ = nc.SetDeadline(time.Time{})

@@ -242,20 +242,32 @@ func (np *NodePool) remove(c *Conn) {
 // long as it is open: it dials in parallel and, after failures, waits with
 // exponential backoff and jitter (or until woken because the node came up).
 // The first round's outcome is reported on first.
-func (np *NodePool) maintain(ctx context.Context, first chan<- error) {
+//
+// pending, when not nil, is a login to the node started for the pool
+// before it existed (a role's first login, see LoginRole): its outcome is
+// the first round's, and nothing else is dialled until it is known.
+func (np *NodePool) maintain(ctx context.Context, first chan<- error, pending *pendingLogin) {
 	cl := np.pool.cl
 	target := cl.cfg.ConnectionsPerNode
 	for {
-		np.mu.Lock()
-		closed := np.closed
-		np.mu.Unlock()
-		if closed || ctx.Err() != nil {
+		if np.isClosed() || ctx.Err() != nil {
 			if first != nil {
 				first <- errors.New("backend: pool closed")
+			}
+			if pending != nil {
+				pending.discard()
 			}
 			return
 		}
 		missing := target - np.numConns()
+		if pending != nil {
+			ok := np.awaitLogin(pending)
+			pending = nil
+			if ok || np.isClosed() {
+				continue // on to the connections still missing at once, or out
+			}
+			missing = 0 // as after a failed round: back off first
+		}
 		if !np.pool.canDial() {
 			// A role pool whose role has no client connection left: its
 			// password is forgotten, so it cannot log in. AcquireRole
@@ -289,24 +301,9 @@ func (np *NodePool) maintain(ctx context.Context, first chan<- error) {
 					first = nil
 				}
 			}
-			np.mu.Lock()
-			if ok > 0 || np.numConns() > 0 {
-				np.failures = 0
-			} else {
-				np.failures++
-			}
-			np.mu.Unlock()
-			var se *ServerError
-			switch {
-			case ok > 0:
-				np.node.markUp()
+			np.roundEnded(ok, firstErr)
+			if ok > 0 {
 				firstErr = nil
-			case errors.As(firstErr, &se):
-				// Cassandra answered (e.g. USE of a keyspace that does
-				// not exist): the node is fine, the pool is not.
-			case np.numConns() == 0 && !cl.connected(np.node):
-				np.node.markDown(firstErr)
-				cl.log.Debug("connect to node failed", zap.String("node", np.node.Addr), zap.Error(firstErr))
 			}
 			if first != nil {
 				first <- firstErr
@@ -327,6 +324,36 @@ func (np *NodePool) maintain(ctx context.Context, first chan<- error) {
 		}
 		t.Stop()
 	}
+}
+
+// roundEnded records the outcome of a round of dials to the node: ok
+// connections made, and the first error if any.
+func (np *NodePool) roundEnded(ok int, firstErr error) {
+	cl := np.pool.cl
+	np.mu.Lock()
+	if ok > 0 || np.numConns() > 0 {
+		np.failures = 0
+	} else {
+		np.failures++
+	}
+	np.mu.Unlock()
+	var se *ServerError
+	switch {
+	case ok > 0:
+		np.node.markUp()
+	case errors.As(firstErr, &se):
+		// Cassandra answered (e.g. USE of a keyspace that does
+		// not exist): the node is fine, the pool is not.
+	case np.numConns() == 0 && !cl.connected(np.node):
+		np.node.markDown(firstErr)
+		cl.log.Debug("connect to node failed", zap.String("node", np.node.Addr), zap.Error(firstErr))
+	}
+}
+
+func (np *NodePool) isClosed() bool {
+	np.mu.Lock()
+	defer np.mu.Unlock()
+	return np.closed
 }
 
 func (np *NodePool) failuresNow() int {
@@ -529,18 +556,23 @@ func (cl *Cluster) newPool(ctx context.Context, role *Role, version byte, keyspa
 
 // addNode adds a NodePool for n and starts keeping it connected.
 func (p *Pool) addNode(n *Node, first chan<- error) {
-	p.addNodeWith(n, nil, first)
+	p.addNodeWith(n, nil, nil, first)
 }
 
 // addNodeWith is addNode for a NodePool whose first connection, c, is
-// dialled already (nil: none).
-func (p *Pool) addNodeWith(n *Node, c *Conn, first chan<- error) {
+// dialled already, or is being dialled (pending); both nil: neither.
+func (p *Pool) addNodeWith(n *Node, c *Conn, pending *pendingLogin, first chan<- error) {
 	np := &NodePool{pool: p, node: n, wake: make(chan struct{}, 1)}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		if c != nil {
 			c.Close()
+		}
+		if pending != nil {
+			// Not under the caller's locks: the login ends as soon as
+			// it is cancelled.
+			go pending.discard()
 		}
 		if first != nil {
 			first <- errors.New("backend: pool closed")
@@ -555,7 +587,7 @@ func (p *Pool) addNodeWith(n *Node, c *Conn, first chan<- error) {
 		// connections missing.
 		_ = np.adopt(c)
 	}
-	go np.maintain(p.cl.ctx, first)
+	go np.maintain(p.cl.ctx, first, pending)
 }
 
 func (p *Pool) removeNode(n *Node) {

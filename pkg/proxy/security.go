@@ -110,11 +110,17 @@ func (c *client) login(version byte, stream int16, body []byte) ([]byte, bool) {
 	defer cancel()
 	var opened *roleOpen
 	var check auth.CheckFunc
+	src := sourceHost(c.nc)
 	if c.p.cfg.PassthroughIdentity == config.IdentityRole {
-		opened = &roleOpen{cl: c.p.cluster, version: version}
+		opened = &roleOpen{cl: c.p.cluster, version: version, spread: backend.LoginAllNodes}
+		if c.p.auth.FailedRecently(src) {
+			// A wrong password from this address again, maybe: one
+			// check at Cassandra, not one per node.
+			opened.spread = backend.LoginOneNode
+		}
 		check = opened.check
 	}
-	rej := c.p.auth.LoginVia(ctx, token, sourceHost(c.nc), check)
+	rej := c.p.auth.LoginVia(ctx, token, src, check)
 	var role *backend.Role
 	if opened != nil {
 		role = opened.take()
@@ -133,14 +139,18 @@ func (c *client) login(version byte, stream int16, body []byte) ([]byte, bool) {
 }
 
 // roleOpen checks a client's password, with --passthrough-identity role,
-// by the login of its role's pool when the role has none yet
+// by the logins of its role's pool when the role has none yet
 // (backend.Cluster.LoginRole), so that a role's first login waits for one
 // login to Cassandra rather than a check and then the pool's; for a role
 // in use already it checks it on a connection of its own, and an open pool
-// never vouches for a password.
+// never vouches for a password. spread is LoginOneNode when the client's
+// address failed a login recently (auth.Passthrough.FailedRecently), so
+// that a flood of wrong passwords costs Cassandra one check per attempt,
+// not one per node.
 type roleOpen struct {
 	cl      *backend.Cluster
 	version byte
+	spread  backend.LoginNodes
 
 	mu sync.Mutex
 	// role is the role LoginRole acquired, until take; taken is set by
@@ -151,7 +161,7 @@ type roleOpen struct {
 }
 
 func (o *roleOpen) check(ctx context.Context, user, pass string) error {
-	r, err := o.cl.LoginRole(ctx, user, pass, o.version)
+	r, err := o.cl.LoginRole(ctx, user, pass, o.version, o.spread)
 	if errors.Is(err, backend.ErrRoleKnown) {
 		return o.cl.CheckLogin(ctx, user, pass)
 	}

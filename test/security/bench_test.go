@@ -169,14 +169,16 @@ func openConns(b *testing.B, reg *prometheus.Registry) float64 {
 //     without the proxy on this machine, where the 3 nodes' bcrypt checks
 //     share its cores;
 //   - ms-first-login: the same handshake with the proxy, which opens the
-//     role's pool (its first connection's login checks the password) and
-//     answers AUTH_SUCCESS once that connection is up;
+//     role's pool (its connections' logins, to the 3 nodes at once, check
+//     the password) and answers AUTH_SUCCESS once the first is up;
 //   - ms-login-no-pool: the same with --passthrough-identity proxy, where
 //     the login is only the password check;
 //   - ms-pool-open: ms-first-login - ms-login-no-pool, what the role's
 //     pool adds to a login that opens none;
 //   - ms-pool-full: from the start of the first login until the role has
-//     its connection on every node (the client still connected).
+//     its connection on every node (the client still connected): what
+//     JAVA-692 compares with one connection's handshake, and what
+//     ms-direct3 bounds from below on this machine.
 //
 // The ratios are of the medians to ms-handshake's. Run with a fixed count:
 //
