@@ -122,7 +122,17 @@ func (c *chaosConn) prepare(q string) (id, metaID []byte, err error) {
 			return m.ID, m.ResultMetadataID, nil
 		}
 		code, msg, _ := frame.ErrorCode(frame.Body(resp))
-		if code != frame.ErrCodeServer || !strings.Contains(msg, "within the request timeout") || attempt == 5 {
+		retry := code == frame.ErrCodeServer && strings.Contains(msg, "within the request timeout")
+		if code == frame.ErrCodeOverloaded {
+			// A limit that starts below one request in flight (fleet
+			// mode) with no queue refuses until it has grown: back off
+			// and try again, as a driver does.
+			retry = attempt < 50
+			time.Sleep(20 * time.Millisecond)
+		} else if attempt >= 5 {
+			retry = false
+		}
+		if !retry {
 			return nil, nil, fmt.Errorf("PREPARE %q (attempt %d): %v (0x%04x %s)", q, attempt, err, code, msg)
 		}
 	}
@@ -430,7 +440,7 @@ func newWorkload(t *testing.T, c *chaosConn, rng *rand.Rand, seed uint64, nNodes
 			// does.
 			var resp []byte
 			var err error
-			for try := 0; try < 3; try++ {
+			for try, overloaded := 0, 0; try < 3; try++ {
 				id, meta := selID, selMeta
 				if stmt.query == insertQ {
 					id, meta = insID, insMeta
@@ -440,6 +450,13 @@ func newWorkload(t *testing.T, c *chaosConn, rng *rand.Rand, seed uint64, nNodes
 				resp, err = c.rt(f)
 				if err != nil || frame.Opcode(resp) != frame.OpError {
 					break
+				}
+				if code, _, _ := frame.ErrorCode(frame.Body(resp)); code == frame.ErrCodeOverloaded && overloaded < 50 {
+					// See prepare: back off, the same statement again.
+					overloaded++
+					try--
+					time.Sleep(20 * time.Millisecond)
+					continue
 				}
 				t.Logf("seed %d: warm-up EXECUTE answered %s; preparing again", seed, describe(resp))
 				if stmt.query == insertQ {

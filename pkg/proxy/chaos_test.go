@@ -1,8 +1,8 @@
 package proxy_test
 
 // TestChaos: a randomized, seeded fault schedule against the proxy. Each
-// seed draws a small cluster of fake nodes, a proxy configuration, a
-// workload of pipelined requests (reads and writes, QUERY, EXECUTE and
+// seed draws a small cluster of fake nodes, a proxy configuration (its
+// limit mode among them: fixed, adaptive or fleet), a workload of pipelined requests (reads and writes, QUERY, EXECUTE and
 // BATCH, idempotent and not) and faults for them (delays, lost answers,
 // resets before and after executing, half answers, OVERLOADED,
 // IS_BOOTSTRAPPING, UNPREPARED, server errors, stalls, dropped and refused
@@ -126,16 +126,24 @@ func runChaosSeed(t *testing.T, seed uint64) {
 	nodeLimit := []int{1, 2, 4, 1024}[rng.IntN(4)]
 	queue := []int{0, 2, 8, 1 << 17}[rng.IntN(4)]
 	conns := 1 + rng.IntN(2)
-	setup := fmt.Sprintf("%d nodes, timeout %s, %d hedges, node limit %d, queue %d, %d conns/node",
-		nNodes, timeout, hedges, nodeLimit, queue, conns)
+	// The limit mode comes from a generator of its own, so that every
+	// other draw of a seed stays what it was before modes were drawn.
+	mode := []string{"fixed", "fixed", "adaptive", "fleet"}[rand.New(rand.NewPCG(seed, 0x6c696d6974)).IntN(4)] // "limit"
+	setup := fmt.Sprintf("%d nodes, timeout %s, %d hedges, %s limit %d, queue %d, %d conns/node",
+		nNodes, timeout, hedges, mode, nodeLimit, queue, conns)
 	p := proxytest.Start(t, cl.Addrs()[:1], func(cfg *config.Config) {
 		cfg.RequestTimeout = timeout
 		cfg.QueueMaxWait = timeout
 		cfg.SpeculativeMaxExecutions = hedges
 		cfg.SpeculativeDelay = time.Duration(2+rng.IntN(4)) * time.Millisecond
 		cfg.SpeculativeBudget = 1
-		cfg.LimitMode = "fixed"
+		// fixed: nodeLimit in flight per node; adaptive: between 1 and
+		// nodeLimit; fleet: from a fraction of one request (paced) up to
+		// nodeLimit.
+		cfg.LimitMode = mode
 		cfg.NodeLimit = nodeLimit
+		cfg.LimitMin = 1
+		cfg.LimitMax = nodeLimit
 		cfg.QueueLength = queue
 		cfg.ConnectionsPerNode = conns
 		// Dropped connections come back within the seed.
