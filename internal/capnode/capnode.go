@@ -22,6 +22,13 @@
 // frames: the proxies' v5 connections (control connection, the pool of
 // their highest version) and every other opcode pass through untouched, so
 // discovery, PREPARE and heartbeats do not spend the capacity under test.
+// A request is forwarded to the real node when its thread takes it, and
+// its answer held until its service time has passed. The threads' timelines
+// are computed at arrival (when each is next free), not lived by goroutines:
+// on a busy machine a timer that fires late delays that one answer, as
+// network jitter would, but not the requests behind it, so the capacity
+// stays what the model says.
+//
 // It listens on loopback only and is for tests and benchmarks.
 package capnode
 
@@ -68,9 +75,12 @@ type Node struct {
 	mu     sync.Mutex
 	rng    *rand.Rand
 	slow   float64
-	busy   int
-	queue  []*pending
-	qhead  int
+	// freeAt is when each thread is free, unix ns: a thread's timeline
+	// is computed, not lived, so that a timer firing late (a busy
+	// machine) delays that answer but not the thread's next request,
+	// and the capacity stays Threads / mean service time.
+	freeAt []int64
+	held   int // requests in the node, waiting or served
 	conns  map[*conn]struct{}
 	closed bool
 
@@ -100,7 +110,7 @@ func Start(tb testing.TB, listen, upstream string, m Model, seed uint64) *Node {
 		tb.Fatalf("capnode: listen %s: %v", listen, err)
 	}
 	n := &Node{Addr: ln.Addr().String(), m: m, upstream: upstream, ln: ln, slow: 1,
-		rng: rand.New(rand.NewPCG(seed, seed^0x5bd1e995)), conns: map[*conn]struct{}{}}
+		rng: rand.New(rand.NewPCG(seed, seed^0x5bd1e995)), conns: map[*conn]struct{}{}, freeAt: make([]int64, m.Threads)}
 	n.wg.Add(1)
 	go n.accept()
 	tb.Cleanup(n.Stop)
@@ -119,7 +129,7 @@ func (n *Node) SetSlow(f float64) {
 func (n *Node) InNode() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.busy + len(n.queue) - n.qhead
+	return n.held
 }
 
 // Counts returns the EXECUTE requests answered with the real node's answer
@@ -315,35 +325,42 @@ func (c *conn) writeClient(f []byte) error {
 	return err
 }
 
-// arrive takes an EXECUTE into the node: served at once if a thread is
-// free, queued if the node holds fewer than MaxInFlight, else OVERLOADED.
+// arrive takes an EXECUTE into the node: OVERLOADED if the node holds
+// MaxInFlight already, else it gets the thread that frees first, from when
+// that thread is free (first come, first served), and its service time.
 func (n *Node) arrive(p *pending) {
 	n.mu.Lock()
-	switch {
-	case n.busy+len(n.queue)-n.qhead >= n.m.MaxInFlight:
+	if n.held >= n.m.MaxInFlight {
 		n.mu.Unlock()
 		n.overloaded.Add(1)
 		_ = p.c.writeClient(frame.AppendError(nil, p.version, p.stream, frame.ErrCodeOverloaded, "capnode: too many requests in flight"))
 		return
-	case n.busy < n.m.Threads:
-		n.busy++
-		n.startLocked(p)
-		n.mu.Unlock()
-		n.send(p)
-	default:
-		n.queue = append(n.queue, p)
-		n.mu.Unlock()
 	}
-}
-
-// startLocked draws p's service time; the caller then sends it.
-func (n *Node) startLocked(p *pending) {
+	n.held++
+	th := 0
+	for i, at := range n.freeAt {
+		if at < n.freeAt[th] {
+			th = i
+		}
+	}
+	now := time.Now()
+	start := now
+	if at := time.Unix(0, n.freeAt[th]); at.After(now) {
+		start = at
+	}
 	d := n.slow * (float64(n.m.ServiceFixed) + n.rng.ExpFloat64()*float64(n.m.ServiceExp))
-	p.due = time.Now().Add(time.Duration(d))
+	p.due = start.Add(time.Duration(d))
+	n.freeAt[th] = p.due.UnixNano()
+	n.mu.Unlock()
+	if wait := start.Sub(now); wait > 0 {
+		time.AfterFunc(wait, func() { n.send(p) })
+		return
+	}
+	n.send(p)
 }
 
 // send registers p as its stream's pending request and writes it to the
-// node; a failed write frees its thread (the client's connection is gone).
+// node; a failed write lets it go (the client's connection is gone).
 func (n *Node) send(p *pending) {
 	p.c.gmu.Lock()
 	if p.c.dead {
@@ -364,7 +381,7 @@ func (n *Node) send(p *pending) {
 	}
 }
 
-// finish answers p's client and gives its thread to the next request.
+// finish answers p's client.
 func (n *Node) finish(p *pending) {
 	err := p.c.writeClient(p.f)
 	now := time.Now()
@@ -377,25 +394,9 @@ func (n *Node) finish(p *pending) {
 	n.release()
 }
 
-// release frees a thread and starts the next queued requests on it.
+// release counts a request out of the node.
 func (n *Node) release() {
 	n.mu.Lock()
-	n.busy--
-	var next *pending
-	if n.busy < n.m.Threads && n.qhead < len(n.queue) {
-		next = n.queue[n.qhead]
-		n.queue[n.qhead] = nil
-		n.qhead++
-		n.busy++
-		n.startLocked(next)
-	}
-	if n.qhead > 1024 && 2*n.qhead > len(n.queue) {
-		k := copy(n.queue, n.queue[n.qhead:])
-		clear(n.queue[k:])
-		n.queue, n.qhead = n.queue[:k], 0
-	}
+	n.held--
 	n.mu.Unlock()
-	if next != nil {
-		n.send(next)
-	}
 }
