@@ -52,6 +52,7 @@ type fleetOut struct {
 	Converge                   []float64
 	LimitSum                   float64 // mean sum of the proxies' limits / the node's threads
 	Late, Unsent, Sent         int64
+	LateP99                    time.Duration // of the generators' sends after their scheduled time
 	Plot                       *fleetsim.Result
 }
 
@@ -72,6 +73,7 @@ type fleetRecorder struct {
 	perCar        []int64 // successes after warm-up
 	okLat, okNorm *hdrhistogram.Histogram
 	overLat       *hdrhistogram.Histogram
+	late          *hdrhistogram.Histogram
 	beLat, beNorm *hdrhistogram.Histogram
 	beBins        [][]float64 // per fleetLatBin: backend latency / (unloaded p99 x slowdown)
 	epoch         time.Time
@@ -81,12 +83,12 @@ func newFleetRecorder(spec fleetSpec, unloadedC, unloadedB float64) *fleetRecord
 	bins := int(spec.d/fleetBin) + 20
 	return &fleetRecorder{spec: spec, unloadedC: unloadedC, unloadedB: unloadedB, warmNs: int64(spec.warm),
 		ok: make([]int64, bins), over: make([]int64, bins), perCar: make([]int64, spec.n),
-		okLat: stepstats.NewHistogram(), okNorm: stepstats.NewHistogram(), overLat: stepstats.NewHistogram(),
+		okLat: stepstats.NewHistogram(), okNorm: stepstats.NewHistogram(), overLat: stepstats.NewHistogram(), late: stepstats.NewHistogram(),
 		beLat: stepstats.NewHistogram(), beNorm: stepstats.NewHistogram(), beBins: make([][]float64, int(spec.d/fleetLatBin)+4)}
 }
 
 // client records sidecar i's answer at now (ns since the run's start).
-func (r *fleetRecorder) client(i int, now, sent int64, op byte, code uint32) {
+func (r *fleetRecorder) client(i int, now, sent, intended int64, op byte, code uint32) {
 	b := int(now / int64(fleetBin))
 	lat := time.Duration(now - sent)
 	slow := r.spec.slowAt(time.Duration(now))
@@ -94,6 +96,9 @@ func (r *fleetRecorder) client(i int, now, sent int64, op byte, code uint32) {
 	defer r.mu.Unlock()
 	if b >= len(r.ok) {
 		return
+	}
+	if intended >= r.warmNs {
+		stepstats.Record(r.late, time.Duration(sent-intended))
 	}
 	switch {
 	case op == frame.OpResult:
@@ -141,8 +146,8 @@ func runFleet(tb testing.TB, spec fleetSpec, model capnode.Model, bin, dir, host
 	defer stopFleetProxies(ps)
 	gens := make([]*overloadGen, spec.n)
 	for i, p := range ps {
-		gens[i] = newObservedGen(tb, p.Addr, 2, query, func(now, sent, _ int64, op byte, code uint32) {
-			rec.client(i, now, sent, op, code)
+		gens[i] = newObservedGen(tb, p.Addr, 2, query, func(now, sent, intended int64, op byte, code uint32) {
+			rec.client(i, now, sent, intended, op, code)
 		})
 	}
 	defer func() {
@@ -275,6 +280,7 @@ func (r *fleetRecorder) figures(model capnode.Model, inNode, limits []float64, o
 	out.OKP99 = time.Duration(r.okLat.ValueAtQuantile(99)) * time.Microsecond
 	out.OverP99 = time.Duration(r.overLat.ValueAtQuantile(99)) * time.Microsecond
 	out.BackendP99 = time.Duration(r.beLat.ValueAtQuantile(99)) * time.Microsecond
+	out.LateP99 = time.Duration(r.late.ValueAtQuantile(99)) * time.Microsecond
 	if r.unloadedC > 0 {
 		out.ClientRatio = float64(r.okNorm.ValueAtQuantile(99)) / r.unloadedC
 		out.BackendRatio = float64(r.beNorm.ValueAtQuantile(99)) / r.unloadedB
