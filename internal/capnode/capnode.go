@@ -5,9 +5,9 @@
 // the figures measure the machine, not the proxies' limits.
 //
 // The emulator forwards every frame to the real node and passes its real
-// answers back, but serves EXECUTE requests the way a node of Threads
-// request threads would: at most Threads at once, first come first served,
-// each holding its thread for at least a service time drawn as ServiceFixed
+// answers back, but serves requests (QUERY, PREPARE, EXECUTE, BATCH) the
+// way a node of Threads request threads would: at most Threads at once,
+// first come first served, each holding its thread for at least a service time drawn as ServiceFixed
 // plus an exponential of mean ServiceExp (times the current slowdown); the
 // rest wait in its queue. So its capacity is Threads / mean service time,
 // latency is flat up to Threads in flight and climbs past it (an M/G/c
@@ -18,10 +18,11 @@
 // THROW_ON_OVERLOAD. The model is internal/fleetsim's NodeModel, so that
 // the simulator can be checked against real processes.
 //
-// Only protocol v3 and v4 connections are gated, and only their EXECUTE
-// frames: the proxies' v5 connections (control connection, the pool of
-// their highest version) and every other opcode pass through untouched, so
-// discovery, PREPARE and heartbeats do not spend the capacity under test.
+// Only protocol v3 and v4 connections are gated: the proxies' v5
+// connections (control connection, the pool of their highest version) pass
+// through untouched, so that discovery does not spend the capacity under
+// test, and so do the handshake's messages and heartbeats (OPTIONS).
+//
 // A request is forwarded to the real node when its thread takes it, and
 // its answer held until its service time has passed. The threads' timelines
 // are computed at arrival (when each is next free), not lived by goroutines:
@@ -67,14 +68,14 @@ type Node struct {
 	m        Model
 	upstream string
 	ln       net.Listener
-	// Observe, when set before traffic starts, is called for every EXECUTE
+	// Observe, when set before traffic starts, is called for every request
 	// served, with the time its answer was written and how long it was in
 	// the node (from its arrival to its answer).
 	Observe func(done time.Time, inNode time.Duration)
 
-	mu     sync.Mutex
-	rng    *rand.Rand
-	slow   float64
+	mu   sync.Mutex
+	rng  *rand.Rand
+	slow float64
 	// freeAt is when each thread is free, unix ns: a thread's timeline
 	// is computed, not lived, so that a timer firing late (a busy
 	// machine) delays that answer but not the thread's next request,
@@ -88,7 +89,7 @@ type Node struct {
 	wg                 sync.WaitGroup
 }
 
-// pending is one gated EXECUTE.
+// pending is one held request.
 type pending struct {
 	c       *conn
 	f       []byte
@@ -125,14 +126,14 @@ func (n *Node) SetSlow(f float64) {
 	n.mu.Unlock()
 }
 
-// InNode is the EXECUTE requests held now, served and queued.
+// InNode is the requests held now, served and queued.
 func (n *Node) InNode() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.held
 }
 
-// Counts returns the EXECUTE requests answered with the real node's answer
+// Counts returns the requests answered with the real node's answer
 // and those answered OVERLOADED by the emulator, since the start.
 func (n *Node) Counts() (served, overloaded int64) { return n.served.Load(), n.overloaded.Load() }
 
@@ -189,7 +190,7 @@ type conn struct {
 	umu sync.Mutex // writes to up
 
 	gmu   sync.Mutex
-	gated map[int16]*pending // by stream: EXECUTEs sent to the node
+	gated map[int16]*pending // by stream: held requests sent to the node
 	dead  bool               // fromNode ended: no answer will come
 
 	closeOnce sync.Once
@@ -228,7 +229,7 @@ func readFrame(r *bufio.Reader) ([]byte, error) {
 	return f, nil
 }
 
-// fromClient forwards the client's frames, gating its EXECUTEs. A v5
+// fromClient forwards the client's frames, holding its requests. A v5
 // connection is piped as bytes from its first byte on: after STARTUP its
 // frames travel in segments this package does not parse.
 func (c *conn) fromClient() {
@@ -247,7 +248,7 @@ func (c *conn) fromClient() {
 		if err != nil {
 			return
 		}
-		if f[4] != frame.OpExecute {
+		if !held(f[4]) {
 			if c.writeUp(f) != nil {
 				return
 			}
@@ -255,6 +256,18 @@ func (c *conn) fromClient() {
 		}
 		c.n.arrive(&pending{c: c, f: f, stream: int16(binary.BigEndian.Uint16(f[2:4])), version: f[0] &^ frame.ResponseBit, arrived: time.Now()})
 	}
+}
+
+// held reports whether requests of opcode op take a thread: every request
+// that does work on the node (a PREPARE too, which Cassandra serves on the
+// same native transport threads), not the handshake's and heartbeats'
+// messages.
+func held(op byte) bool {
+	switch op {
+	case frame.OpQuery, frame.OpPrepare, frame.OpExecute, frame.OpBatch:
+		return true
+	}
+	return false
 }
 
 // fromNode passes the node's answers back, holding a gated request's answer
@@ -325,7 +338,7 @@ func (c *conn) writeClient(f []byte) error {
 	return err
 }
 
-// arrive takes an EXECUTE into the node: OVERLOADED if the node holds
+// arrive takes a request into the node: OVERLOADED if the node holds
 // MaxInFlight already, else it gets the thread that frees first, from when
 // that thread is free (first come, first served), and its service time.
 func (n *Node) arrive(p *pending) {

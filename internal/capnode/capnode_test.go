@@ -213,3 +213,15 @@ func TestCapacityIgnoresLateTimers(t *testing.T) {
 		t.Errorf("%d requests of %s on one thread took %s; want about %s", k, d, last, k*d)
 	}
 }
+
+// A PREPARE takes a thread like an EXECUTE (Cassandra serves both on its
+// native transport threads): a sidecar's first samples are not faster than
+// its reads.
+func TestPrepareIsHeld(t *testing.T) {
+	const d = 30 * time.Millisecond
+	n := Start(t, "127.0.0.1:0", echoNode(t), Model{Threads: 1, ServiceFixed: d, MaxInFlight: 8}, 1)
+	got := exchange(t, n.Addr, [][]byte{frame.AppendPrepare(nil, frame.V4, 1, "SELECT 1", "")}, 1)
+	if got[0].at < d {
+		t.Errorf("PREPARE answered after %s; want the service time, %s", got[0].at, d)
+	}
+}
