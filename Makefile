@@ -9,6 +9,8 @@ STATICCHECK_VERSION ?= v0.8.2
 SHELLCHECK ?= shellcheck
 FLEETSIM_OUT ?= $(CURDIR)/fleetsim-out
 FLEETSIM_ONLY ?=
+FLEET_OUT ?= $(CURDIR)/fleet-out
+FLEET_QUICK ?=
 
 .DEFAULT_GOAL := help
 
@@ -60,6 +62,10 @@ overload-remote: ## the same against a node 2 ms away (fault injector), the buil
 .PHONY: fleetsim
 fleetsim: ## the fleet simulator's sweep (no Cassandra): K = 1..1,000 sidecars, adaptive vs fixed, a table and a PNG per scenario in FLEETSIM_OUT (FLEETSIM_ONLY: a regexp on names)
 	CQLGATE_FLEETSIM=1 CQLGATE_FLEETSIM_OUT=$(FLEETSIM_OUT) CQLGATE_FLEETSIM_ONLY='$(FLEETSIM_ONLY)' $(GO) test -count=1 -run '^TestFleetSweep$$' -v -timeout 60m ./internal/fleetsim
+
+.PHONY: fleet
+fleet: ## N = 1, 4, 8 proxy processes in front of one node of emulated capacity, open loop at 0.5x, 2x, 5x with a capacity step, fixed vs fleet limits, each run beside its simulated twin; a table, a PNG per run in FLEET_OUT (FLEET_QUICK=1: N = 8 at 2x and 5x, a few minutes)
+	CQLGATE_FLEET_QUICK=$(FLEET_QUICK) CQLGATE_FLEET_OUT=$(FLEET_OUT) $(GO) test -v -count=1 -run '^$$' -bench '^BenchmarkFleet$$' -benchtime 1x -timeout 30m ./test/integration
 
 .PHONY: overload-loadgen
 overload-loadgen: ## the same steps offered by loadgen (gocql), which falls behind past about 1x on two cores

@@ -27,6 +27,11 @@ type overloadGen struct {
 	// atMeasure and atEnd, when set, are called when an open loop's
 	// warm-up ends and when it stops sending.
 	atMeasure, atEnd func()
+	// observe, when set (by newObservedGen, before the readers start), is
+	// called by the readers for every answer to a request: when it was
+	// read, sent and meant to be sent (ns since epoch), its opcode and, for
+	// an ERROR, its code.
+	observe func(now, sent, intended int64, op byte, code uint32)
 }
 
 type genConn struct {
@@ -111,7 +116,14 @@ func (s *stepStats) schedule() string {
 }
 
 func newOverloadGen(tb testing.TB, addr string, conns int, query string) *overloadGen {
-	g := &overloadGen{tb: tb, epoch: time.Now()}
+	return newObservedGen(tb, addr, conns, query, nil)
+}
+
+// newObservedGen is newOverloadGen with an observer of every answer (see
+// overloadGen.observe).
+func newObservedGen(tb testing.TB, addr string, conns int, query string,
+	observe func(now, sent, intended int64, op byte, code uint32)) *overloadGen {
+	g := &overloadGen{tb: tb, epoch: time.Now(), observe: observe}
 	for range conns {
 		rc := dialRaw(tb, addr, frame.V4)
 		rc.startup(nil)
@@ -363,6 +375,13 @@ func (c *genConn) read(r *bufio.Reader) {
 		}
 		now := c.g.now()
 		sent, intended := c.sentAt[s].Load(), c.intended[s].Load()
+		if c.g.observe != nil {
+			var ec uint32
+			if op == frame.OpError {
+				ec = binary.BigEndian.Uint32(code[:])
+			}
+			c.g.observe(now, sent, intended, op, ec)
+		}
 		if st := c.stats.Load(); st != nil && intended >= st.from {
 			switch {
 			case op == frame.OpResult:
