@@ -221,3 +221,71 @@ func TestFleetConfig(t *testing.T) {
 		}
 	}
 }
+
+// fastClient sends left requests, each answered in 100µs and released as
+// o, gap apart: an application's PREPAREs (at startup, then now and then
+// as connections open and statements are first used).
+type fastClient struct {
+	l    *Limiter
+	s    *sim
+	o    Outcome
+	left int
+	gap  time.Duration
+}
+
+func (c *fastClient) acquire() {
+	if c.left > 0 {
+		c.left--
+		c.l.Acquire(c, 0, 0, nil, time.Time{})
+	}
+}
+
+func (c *fastClient) Admitted(p Permit, _ time.Time) {
+	c.s.after(100*time.Microsecond, func() {
+		p.Release(c.o, 100*time.Microsecond)
+		c.s.after(c.gap, c.acquire)
+	})
+}
+
+func (c *fastClient) Rejected(Reason) { c.s.after(time.Millisecond, c.acquire) }
+
+// A sidecar's first requests are often its application's PREPAREs, which
+// the node answers from its cache in a fraction of a read's time. Released
+// as Unsampled they leave the fleet law's baseline (its fastest window) to
+// the reads that follow. As samples they set it so low that every read
+// looks queued, and the limit stays near the floor while the node idles.
+func TestFleetLawIgnoresUnsampledAnswers(t *testing.T) {
+	// Reads of 5ms + 5ms on average (exponential): the fastest takes 5ms.
+	const capacity, fixed, service = 32, 5 * time.Millisecond, 5 * time.Millisecond
+	served := map[Outcome]float64{}
+	for _, o := range []Outcome{Unsampled, Success} {
+		fs := newFleetSim(t, 1, 0, capacity, service)
+		fs.b.fixed = fixed
+		fs.s.after(0, (&fastClient{l: fs.ls[0], s: fs.s, o: o, left: 200, gap: 250 * time.Millisecond}).acquire)
+		fs.s.run(2 * time.Second)
+		var cs []*simClient
+		for j := range 400 {
+			c := &simClient{l: fs.ls[0], s: fs.s, nodes: []*backend{fs.b}, flow: uint64(j % 8)}
+			cs = append(cs, c)
+			fs.s.after(time.Duration(j)*time.Microsecond, c.acquire)
+		}
+		fs.s.run(12 * time.Second)
+		before := 0
+		for _, c := range cs {
+			before += c.done
+		}
+		fs.s.run(17 * time.Second)
+		n := -before
+		for _, c := range cs {
+			n += c.done
+		}
+		served[o] = float64(n) / (capacity / (fixed + service).Seconds() * 5)
+		t.Logf("fast answers released as %s: the node served %.2f of its capacity (limit %.2f)", o, served[o], fs.limitSum())
+	}
+	if served[Unsampled] < 0.85 {
+		t.Errorf("after 200 fast Unsampled answers the node served %.2f of its capacity; want at least 0.85", served[Unsampled])
+	}
+	if served[Success] > 0.5 {
+		t.Errorf("fast answers released as samples left the node at %.2f of its capacity: this test no longer shows what it guards against", served[Success])
+	}
+}

@@ -165,9 +165,12 @@ func (s *sim) run(until time.Duration) {
 type backend struct {
 	s        *sim
 	capacity int
-	service  time.Duration // mean
-	busy     int
-	waiting  []func() // requests queued inside the node
+	service  time.Duration // mean of the exponential part
+	// fixed is added to every service time: a node whose fastest answer
+	// still takes a while (a read that touches disk, a remote network).
+	fixed   time.Duration
+	busy    int
+	waiting []func() // requests queued inside the node
 	// overloadAbove, when > 0, answers OVERLOADED at once to a request that
 	// finds this many requests already in the node.
 	overloadAbove int
@@ -182,7 +185,7 @@ func (b *backend) send(done func(Outcome, time.Duration)) {
 	}
 	serve := func() {
 		b.busy++
-		d := time.Duration(b.s.rng.ExpFloat64() * float64(b.service))
+		d := b.fixed + time.Duration(b.s.rng.ExpFloat64()*float64(b.service))
 		b.s.after(d, func() {
 			b.busy--
 			b.startWaiting()

@@ -28,11 +28,18 @@ const (
 	// Dropped: the request was abandoned before Cassandra saw it (the client
 	// went away, a hedge lost before it was sent). Neither sample nor cut.
 	Dropped
+	// Unsampled: Cassandra answered, but not with the work the limit is
+	// about: a PREPARE is parsed once and answered from the node's cache in
+	// a fraction of a read's time. As a sample it would set the fleet
+	// mode's baseline (its fastest window) so low that every read after it
+	// looks queued, and an application starting up (its PREPAREs first)
+	// would pin its limits at the floor. Neither sample nor cut.
+	Unsampled
 
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"success", "overloaded", "timeout", "failure", "dropped"}
+var outcomeNames = [numOutcomes]string{"success", "overloaded", "timeout", "failure", "dropped", "unsampled"}
 
 func (o Outcome) String() string {
 	if o < numOutcomes {

@@ -442,7 +442,7 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 		r.finish()
 		return
 	}
-	r.outcome = outcomeOf(resp.B)
+	r.outcome = outcomeOf(r.view.Opcode, resp.B)
 	switch frame.Opcode(resp.B) {
 	case frame.OpError:
 		if r.reprepare(conn, resp) || r.resendNotExecuted(resp) {
@@ -590,8 +590,11 @@ func (c *client) protocolError(b *frame.Buf, stream int16, msg string) {
 
 // outcomeOf classifies an answer for the limiter: overload and timeouts
 // push the node's limit down, other errors say nothing about its capacity.
-func outcomeOf(f []byte) limiter.Outcome {
+func outcomeOf(op byte, f []byte) limiter.Outcome {
 	if frame.Opcode(f) != frame.OpError {
+		if op != frame.OpQuery && op != frame.OpExecute && op != frame.OpBatch {
+			return limiter.Unsampled // a PREPARE's time is not a statement's
+		}
 		return limiter.Success
 	}
 	code, _, _ := frame.ErrorCode(resultBody(f))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cqlgate/cqlgate/pkg/frame"
+	"github.com/cqlgate/cqlgate/pkg/limiter"
 	"github.com/cqlgate/cqlgate/pkg/systables"
 )
 
@@ -109,5 +110,35 @@ func TestBackendLatencyStartsAtTheWrite(t *testing.T) {
 	r.sent = t0.Add(10 * time.Millisecond)
 	if got := r.backendLatency(t0.Add(14 * time.Millisecond)); got != 4*time.Millisecond {
 		t.Errorf("stale write time: %s; want 4ms from the last queueing", got)
+	}
+}
+
+// What an answer tells the limiter: a PREPARE's success is no latency
+// sample (its time is the node's cache, not a statement's work), while
+// its overload still counts; statements' answers are samples.
+func TestOutcomeOf(t *testing.T) {
+	rows := []byte{0, 0, 0, 2} // RESULT Rows (the body matters not)
+	errBody := func(code int32) []byte {
+		return []byte{byte(code >> 24), byte(code >> 16), byte(code >> 8), byte(code), 0, 1, 'x'}
+	}
+	for _, tc := range []struct {
+		name string
+		op   byte
+		resp byte
+		body []byte
+		want limiter.Outcome
+	}{
+		{"EXECUTE answered", frame.OpExecute, frame.OpResult, rows, limiter.Success},
+		{"QUERY answered", frame.OpQuery, frame.OpResult, rows, limiter.Success},
+		{"BATCH answered", frame.OpBatch, frame.OpResult, rows, limiter.Success},
+		{"PREPARE answered", frame.OpPrepare, frame.OpResult, rows, limiter.Unsampled},
+		{"PREPARE overloaded", frame.OpPrepare, frame.OpError, errBody(frame.ErrCodeOverloaded), limiter.Overloaded},
+		{"EXECUTE read timeout", frame.OpExecute, frame.OpError, errBody(frame.ErrCodeReadTimeout), limiter.Timeout},
+		{"QUERY syntax error", frame.OpQuery, frame.OpError, errBody(frame.ErrCodeSyntax), limiter.Failure},
+	} {
+		f := frame.AppendFrame(nil, frame.V4, true, 0, 1, tc.resp, tc.body)
+		if got := outcomeOf(tc.op, f); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }
