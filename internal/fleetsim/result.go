@@ -222,13 +222,22 @@ func (s *Sim) converge(from, to time.Duration) float64 {
 		}
 		return ok >= 0.9*target
 	}
-	start := from.Truncate(latencyBin)
+	return Converge(from, to, latencyBin, hold, good)
+}
+
+// Converge returns the seconds from `from` until good held on every bin
+// of width bin for hold (or until `to`, if sooner), searching bin
+// boundaries from `from` on; NaN if that never happened before `to`. The
+// simulator and the real-process fleet benchmark share it, so that their
+// convergence times mean the same thing.
+func Converge(from, to, bin, hold time.Duration, good func(t time.Duration) bool) float64 {
+	start := from.Truncate(bin)
 	if start < from {
-		start += latencyBin
+		start += bin
 	}
-	for t := start; t+latencyBin <= to; t += latencyBin {
+	for t := start; t+bin <= to; t += bin {
 		held := true
-		for u := t; u < min(t+hold, to) && u+latencyBin <= to; u += latencyBin {
+		for u := t; u < min(t+hold, to) && u+bin <= to; u += bin {
 			if !good(u) {
 				held = false
 				break

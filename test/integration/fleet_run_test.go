@@ -320,23 +320,7 @@ func (r *fleetRecorder) converge(model capnode.Model, from, to time.Duration, of
 		}
 		return ok >= 0.9*target
 	}
-	start := from.Truncate(fleetLatBin)
-	if start < from {
-		start += fleetLatBin
-	}
-	for t := start; t+fleetLatBin <= to; t += fleetLatBin {
-		held := true
-		for u := t; u < min(t+hold, to) && u+fleetLatBin <= to; u += fleetLatBin {
-			if !good(u) {
-				held = false
-				break
-			}
-		}
-		if held {
-			return (t - from).Seconds()
-		}
-	}
-	return math.NaN()
+	return fleetsim.Converge(from, to, fleetLatBin, hold, good)
 }
 
 // p99 of v (NaN when empty); sorts v.
