@@ -29,11 +29,11 @@ const (
 	// went away, a hedge lost before it was sent). Neither sample nor cut.
 	Dropped
 	// Unsampled: Cassandra answered, but not with the work the limit is
-	// about: a PREPARE is parsed once and answered from the node's cache in
-	// a fraction of a read's time. As a sample it would set the fleet
-	// mode's baseline (its fastest window) so low that every read after it
-	// looks queued, and an application starting up (its PREPAREs first)
-	// would pin its limits at the floor. Neither sample nor cut.
+	// about: a PREPARE or a USE is answered from the node's caches in a
+	// fraction of a read's time. As a sample it would set the fleet mode's
+	// baseline (its fastest window) so low that every read after it looks
+	// queued, and an application starting up (its PREPAREs first) would
+	// pin its limits at the floor. Neither sample nor cut.
 	Unsampled
 
 	numOutcomes

@@ -376,7 +376,7 @@ type attempt struct {
 func (a *attempt) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 	now := conn.ReadAt()
 	d := now.Sub(a.sent)
-	a.permit.Release(a.r.hs.outcome(a.r.view.Opcode, resp.B), d)
+	a.permit.Release(a.r.hs.outcome(resp.B), d)
 	a.r.c.p.metrics.observeBackend(a.node.ID, a.node.Addr, d)
 	a.r.recordLatency(resp.B, a.node.ID, d, now)
 	a.buf.Release()
@@ -442,7 +442,7 @@ func (r *request) primaryAnswered(conn *backend.Conn, resp *frame.Buf) bool {
 		d := now.Sub(r.sent)
 		o := limiter.Failure
 		if conn != nil && resp != nil {
-			o = hs.outcome(r.view.Opcode, resp.B)
+			o = hs.outcome(resp.B)
 			r.c.p.metrics.observeBackend(r.node.ID, r.node.Addr, d)
 			// Hedged or not, its latency belongs in the delay's
 			// percentile: leaving slow primaries out drifts it low.
@@ -525,11 +525,11 @@ func (r *request) settle(conn *backend.Conn, resp *frame.Buf, from *attempt) {
 // outcome is what an attempt's answer tells the limiter: a success that
 // came after the request's deadline was no success for the client, and says
 // the node was too slow.
-func (hs *hedgeState) outcome(op byte, resp []byte) limiter.Outcome {
+func (hs *hedgeState) outcome(resp []byte) limiter.Outcome {
 	if hs.timedOut.Load() {
 		return limiter.Timeout
 	}
-	return outcomeOf(op, resp)
+	return outcomeOf(resp)
 }
 
 // hedgedTimeout answers the client at the deadline of a hedged request;

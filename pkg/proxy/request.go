@@ -442,7 +442,7 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 		r.finish()
 		return
 	}
-	r.outcome = outcomeOf(r.view.Opcode, resp.B)
+	r.outcome = outcomeOf(resp.B)
 	switch frame.Opcode(resp.B) {
 	case frame.OpError:
 		if r.reprepare(conn, resp) || r.resendNotExecuted(resp) {
@@ -590,10 +590,13 @@ func (c *client) protocolError(b *frame.Buf, stream int16, msg string) {
 
 // outcomeOf classifies an answer for the limiter: overload and timeouts
 // push the node's limit down, other errors say nothing about its capacity.
-func outcomeOf(op byte, f []byte) limiter.Outcome {
+// Of the RESULTs, only rows and void answer a statement's work: a PREPARE's
+// and a USE's come from the node's caches in a fraction of a read's time,
+// a schema change's waits for the cluster, and none is a latency sample.
+func outcomeOf(f []byte) limiter.Outcome {
 	if frame.Opcode(f) != frame.OpError {
-		if op != frame.OpQuery && op != frame.OpExecute && op != frame.OpBatch {
-			return limiter.Unsampled // a PREPARE's time is not a statement's
+		if k, err := frame.ResultKind(resultBody(f)); err == nil && k != frame.ResultRows && k != frame.ResultVoid {
+			return limiter.Unsampled
 		}
 		return limiter.Success
 	}

@@ -113,31 +113,32 @@ func TestBackendLatencyStartsAtTheWrite(t *testing.T) {
 	}
 }
 
-// What an answer tells the limiter: a PREPARE's success is no latency
-// sample (its time is the node's cache, not a statement's work), while
-// its overload still counts; statements' answers are samples.
+// What an answer tells the limiter: a PREPARE's or a USE's success is no
+// latency sample (its time is the node's caches, not a statement's work),
+// nor is a schema change's, while overload still counts; statements'
+// rows and void answers are samples.
 func TestOutcomeOf(t *testing.T) {
-	rows := []byte{0, 0, 0, 2} // RESULT Rows (the body matters not)
+	kind := func(k int32) []byte { return []byte{0, 0, 0, byte(k)} } // the rest of the body matters not
 	errBody := func(code int32) []byte {
 		return []byte{byte(code >> 24), byte(code >> 16), byte(code >> 8), byte(code), 0, 1, 'x'}
 	}
 	for _, tc := range []struct {
 		name string
-		op   byte
 		resp byte
 		body []byte
 		want limiter.Outcome
 	}{
-		{"EXECUTE answered", frame.OpExecute, frame.OpResult, rows, limiter.Success},
-		{"QUERY answered", frame.OpQuery, frame.OpResult, rows, limiter.Success},
-		{"BATCH answered", frame.OpBatch, frame.OpResult, rows, limiter.Success},
-		{"PREPARE answered", frame.OpPrepare, frame.OpResult, rows, limiter.Unsampled},
-		{"PREPARE overloaded", frame.OpPrepare, frame.OpError, errBody(frame.ErrCodeOverloaded), limiter.Overloaded},
-		{"EXECUTE read timeout", frame.OpExecute, frame.OpError, errBody(frame.ErrCodeReadTimeout), limiter.Timeout},
-		{"QUERY syntax error", frame.OpQuery, frame.OpError, errBody(frame.ErrCodeSyntax), limiter.Failure},
+		{"EXECUTE answered (rows)", frame.OpResult, kind(frame.ResultRows), limiter.Success},
+		{"INSERT answered (void)", frame.OpResult, kind(frame.ResultVoid), limiter.Success},
+		{"PREPARE answered", frame.OpResult, kind(frame.ResultPrepared), limiter.Unsampled},
+		{"USE answered", frame.OpResult, kind(frame.ResultSetKeyspace), limiter.Unsampled},
+		{"schema change answered", frame.OpResult, kind(frame.ResultSchemaChange), limiter.Unsampled},
+		{"PREPARE overloaded", frame.OpError, errBody(frame.ErrCodeOverloaded), limiter.Overloaded},
+		{"EXECUTE read timeout", frame.OpError, errBody(frame.ErrCodeReadTimeout), limiter.Timeout},
+		{"QUERY syntax error", frame.OpError, errBody(frame.ErrCodeSyntax), limiter.Failure},
 	} {
 		f := frame.AppendFrame(nil, frame.V4, true, 0, 1, tc.resp, tc.body)
-		if got := outcomeOf(tc.op, f); got != tc.want {
+		if got := outcomeOf(f); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}
