@@ -73,14 +73,19 @@ func (cl *Cluster) PoolAs(ctx context.Context, role *Role, version byte, keyspac
 			}
 		}
 		e.pool, e.err = pool, err
+		var gone []*NodePool
 		if err != nil {
 			if cl.pools[key] == e {
 				delete(cl.pools, key)
 			}
 		} else {
 			pool.lastUsed.Store(time.Now().UnixNano())
+			// The nodes were read before connecting: a topology change
+			// since then has passed this pool by.
+			gone = pool.syncNodesLocked()
 		}
 		cl.mu.Unlock()
+		closeNodePools(gone)
 		close(e.ready)
 		return e.pool, e.err
 	}
@@ -132,7 +137,7 @@ func (p *Pool) addNode(n *Node, first chan<- error) {
 // addNodeWith is addNode for a NodePool whose first connection, c, is
 // dialled already, or is being dialled (pending); both nil: neither.
 func (p *Pool) addNodeWith(n *Node, c *Conn, pending *pendingLogin, first chan<- error) {
-	np := &NodePool{pool: p, node: n, wake: make(chan struct{}, 1)}
+	np := p.newNodePool(n)
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -160,21 +165,55 @@ func (p *Pool) addNodeWith(n *Node, c *Conn, pending *pendingLogin, first chan<-
 	go np.maintain(p.cl.ctx, first, pending)
 }
 
-func (p *Pool) removeNode(n *Node) {
+func (p *Pool) newNodePool(n *Node) *NodePool {
+	return &NodePool{pool: p, node: n, wake: make(chan struct{}, 1)}
+}
+
+// syncNodesLocked makes p's node list the cluster's: a NodePool for every
+// node of cl.nodes without one, none for a node no longer there, and each
+// node once. cl.mu is held. The cluster's node set and the node lists of
+// its listed pools change together under it, so a pool listed while the
+// topology changed can neither miss the change nor get a node twice. It
+// returns the NodePools taken out, to close once cl.mu is released.
+func (p *Pool) syncNodesLocked() []*NodePool {
+	nodes := p.cl.nodes
 	p.mu.Lock()
-	var next []*NodePool
-	var gone *NodePool
-	for _, np := range *p.nodes.Load() {
-		if np.node == n {
-			gone = np
-			continue
-		}
-		next = append(next, np)
+	if p.closed {
+		p.mu.Unlock()
+		return nil
 	}
-	p.nodes.Store(&next)
+	cur := *p.nodes.Load()
+	next := make([]*NodePool, 0, len(nodes))
+	have := make(map[*Node]bool, len(cur))
+	var gone, added []*NodePool
+	for _, np := range cur {
+		if nodes[np.node.Addr] == np.node && !have[np.node] {
+			have[np.node] = true
+			next = append(next, np)
+		} else {
+			gone = append(gone, np)
+		}
+	}
+	for _, n := range nodes {
+		if !have[n] {
+			np := p.newNodePool(n)
+			next = append(next, np)
+			added = append(added, np)
+		}
+	}
+	if len(gone) > 0 || len(added) > 0 {
+		p.nodes.Store(&next)
+	}
 	p.mu.Unlock()
-	if gone != nil {
-		gone.close()
+	for _, np := range added {
+		go np.maintain(p.cl.ctx, nil, nil)
+	}
+	return gone
+}
+
+func closeNodePools(nps []*NodePool) {
+	for _, np := range nps {
+		np.close()
 	}
 }
 
@@ -183,7 +222,5 @@ func (p *Pool) close() {
 	p.closed = true
 	nps := *p.nodes.Load()
 	p.mu.Unlock()
-	for _, np := range nps {
-		np.close()
-	}
+	closeNodePools(nps)
 }

@@ -171,21 +171,23 @@ func (cl *Cluster) loadTopology(ctx context.Context) error {
 		added = append(added, n)
 		ring = append(ring, token.Node{ID: n.ID, DC: n.DataCenter, Rack: n.Rack, Tokens: n.Tokens})
 	}
+	// The pools' node lists change with the node set, under cl.mu: a pool
+	// listed a moment later (one that was connecting, a role's first
+	// login) syncs its own, and none can miss a change or get a node twice.
+	var gone []*NodePool
+	for _, e := range cl.pools {
+		if e.pool != nil {
+			gone = append(gone, e.pool.syncNodesLocked()...)
+		}
+	}
 	cl.mu.Unlock()
-	pools := cl.readyPools()
-	// Removed first: a node added now may have a removed node's id.
+	closeNodePools(gone)
 	for _, n := range removed {
 		cl.log.Info("node removed", zap.String("node", n.Addr))
-		for _, p := range pools {
-			p.removeNode(n)
-		}
 	}
 	for _, n := range added {
 		n.markUp()
 		cl.log.Info("node discovered", zap.String("node", n.Addr), zap.String("dc", n.DataCenter), zap.String("rack", n.Rack))
-		for _, p := range pools {
-			p.addNode(n, nil)
-		}
 	}
 	if len(added) > 0 || len(removed) > 0 {
 		cl.notifyNodes()
@@ -195,7 +197,7 @@ func (cl *Cluster) loadTopology(ctx context.Context) error {
 		cl.log.Warn("cannot compute replica placement; routing without token awareness", zap.Error(err))
 	}
 	// A node reported back up should be retried now, not after backoff.
-	for _, p := range pools {
+	for _, p := range cl.readyPools() {
 		for _, np := range *p.nodes.Load() {
 			if np.numConns() < cl.cfg.ConnectionsPerNode {
 				np.kick()
