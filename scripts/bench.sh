@@ -20,13 +20,17 @@ readonly ADMIN=${BENCH_PROXY_ADMIN:-127.0.0.1:19180}
 readonly PROXY_READY_TIMEOUT=${BENCH_PROXY_TIMEOUT:-30}
 readonly BASELINE_LISTEN=${BENCH_BASELINE_LISTEN:-127.0.0.1:19045}
 readonly BASELINE_ADMIN=${BENCH_BASELINE_ADMIN:-127.0.0.1:19185}
+# The relays listen on the node's own address: gocql opens its pool on every address the node
+# advertises, at the port it was given, so a relay elsewhere would be bypassed.
+readonly RELAY_GO=$CASSANDRA_ADDR:${BENCH_RELAY_GO_PORT:-19046}
+readonly RELAY_C=$CASSANDRA_ADDR:${BENCH_RELAY_C_PORT:-19047}
 
 usage() {
   cat <<EOF
 $PROG - benchmark cqlgate against a direct connection to one local Cassandra node
 
-Usage: $PROG [--duration D] [--rounds N] [--workers LIST] [--workloads LIST] [--json] [--keep-cassandra]
-       [-- LOADGEN-FLAGS...]
+Usage: $PROG [--duration D] [--rounds N] [--workers LIST] [--workloads LIST] [--relays] [--json]
+       [--keep-cassandra] [-- LOADGEN-FLAGS...]
 
 Starts Cassandra on $CASSANDRA_CQL (scripts/cassandra-local.sh, dir $CASSANDRA_DIR) unless
 something already answers there, builds ./cmd/proxy and ./cmd/loadgen, starts the proxy on
@@ -46,6 +50,12 @@ Options (each also settable by environment):
   --rounds N          rounds per target, ABBA      (BENCH_ROUNDS, default 4)
   --workers LIST      closed-loop workers, comma-separated (BENCH_WORKERS, default 1,4,16,128)
   --workloads LIST    loadgen workloads, comma-separated (BENCH_WORKLOADS, default read,write)
+  --relays            also measure two do-nothing TCP relays in the same rounds (BENCH_RELAYS=1):
+                      relay-go (scripts/relay: io.Copy both ways, GOMAXPROCS=1, on $RELAY_GO)
+                      and relay-c (scripts/crelay/crelay.c, two blocking threads per connection,
+                      on $RELAY_C; built with cc, skipped without it). What they add is what any
+                      Go proxy, and any proxy, adds on this machine: the floor under the
+                      proxy's added latency
   --json              print loadgen's JSON reports, one per line, instead of the tables (BENCH_JSON=1)
   --keep-cassandra    leave the Cassandra node running for the next run (KEEP_CASSANDRA=1)
   -- FLAGS...         passed on to "loadgen compare" (e.g. -- --workload mixed)
@@ -88,6 +98,7 @@ rounds=${BENCH_ROUNDS:-4}
 workers=${BENCH_WORKERS:-1,4,16,128}
 workloads=${BENCH_WORKLOADS:-read,write}
 json=${BENCH_JSON:-0}
+relays=${BENCH_RELAYS:-0}
 extra=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -96,6 +107,7 @@ while [[ $# -gt 0 ]]; do
     --workers) workers=${2:?--workers needs a value}; shift 2;;
     --workloads) workloads=${2:?--workloads needs a value}; shift 2;;
     --json) json=1; shift;;
+    --relays) relays=1; shift;;
     --keep-cassandra) KEEP_CASSANDRA=1; shift;;
     -h|--help) usage; exit 0;;
     --) shift; extra=("$@"); break;;
@@ -144,6 +156,28 @@ if [[ -n ${BENCH_BASELINE_BIN:-} ]]; then
   targets+=(--target "baseline=$BASELINE_LISTEN")
 fi
 targets+=(--target "proxy=$PROXY_LISTEN")
+if [[ $relays == 1 ]]; then
+  (cd "$REPO" && go build -o "$workdir/relay" ./scripts/relay) || die "cannot build scripts/relay"
+  GOMAXPROCS=1 "$workdir/relay" --listen "$RELAY_GO" --up "$CASSANDRA_CQL" >>"$workdir/relay.log" 2>&1 &
+  extra_pids+=("$!")
+  targets+=(--target "relay-go=$RELAY_GO")
+  relay_addrs=("$RELAY_GO")
+  if command -v cc >/dev/null && cc -O2 -pthread -o "$workdir/crelay" "$REPO/scripts/crelay/crelay.c"; then
+    "$workdir/crelay" "${RELAY_C%:*}" "${RELAY_C##*:}" "$CASSANDRA_ADDR" 9042 >>"$workdir/relay.log" 2>&1 &
+    extra_pids+=("$!")
+    targets+=(--target "relay-c=$RELAY_C")
+    relay_addrs+=("$RELAY_C")
+  else
+    note "no C compiler: relay-c skipped"
+  fi
+  for relay in "${relay_addrs[@]}"; do
+    for _ in $(seq 50); do
+      (exec 3<>"/dev/tcp/${relay%:*}/${relay##*:}") 2>/dev/null && break
+      sleep 0.1
+    done
+  done
+  note "relays ready"
+fi
 
 "$workdir/loadgen" setup --hosts "$CASSANDRA_CQL" --username "$admin_user" >&2
 export LOADGEN_PASSWORD=${BENCH_PASSWORD:-}
