@@ -13,6 +13,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"os"
@@ -120,6 +121,7 @@ type Conn struct {
 	addr    string
 	version byte
 	in      *frame.StampedReader
+	rw      io.ReadWriter // under in: the socket's reads, with their arrival stamps
 	r       *frame.Reader
 	onEvent func(*frame.Buf)
 
@@ -206,12 +208,16 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 	// ends at once rather than at the timeout.
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	rw := netio.Wrap(nc)
+	// The limiter's latency samples end when an answer arrived, not when
+	// this proxy got round to reading it (netio/arrival.go).
+	netio.ArrivalStamps(rw)
 	in := frame.NewStampedReader(rw)
 	c := &Conn{
 		nc:           nc,
 		addr:         cfg.Addr,
 		version:      cfg.Version,
 		in:           in,
+		rw:           rw,
 		r:            frame.NewReader(in, cfg.MaxFrame),
 		w:            frame.NewWriter(rw),
 		onEvent:      cfg.OnEvent,
@@ -539,6 +545,24 @@ func (c *Conn) readLoop() {
 // handled returned: the time its bytes arrived, with no clock read per
 // answer. It may only be called from OnResponse.
 func (c *Conn) ReadAt() time.Time { return c.in.At() }
+
+// ArrivedAt returns when the bytes of that read arrived, as the kernel
+// stamped them: ReadAt less the time they waited for this proxy to read
+// them, which grows when the proxy is short of CPU and is none of the
+// node's latency. Without a stamp (not Linux, TLS, the first answers after
+// the socket asked for stamps) it is ReadAt. Only from OnResponse.
+func (c *Conn) ArrivedAt() time.Time {
+	at := c.in.At()
+	if k, ok := netio.Arrived(c.rw); ok {
+		// The stamp is wall-clock time: the wait is measured against
+		// at's wall clock and taken off at, which keeps its monotonic
+		// reading. A wait out of range is a clock step: ignored.
+		if wait := at.Sub(k); wait > 0 && wait < time.Second {
+			return at.Add(-wait)
+		}
+	}
+	return at
+}
 
 // WrittenAt returns when the writer took the request being answered off the
 // connection's queue to write it to the socket: unlike the time it was

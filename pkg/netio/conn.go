@@ -50,6 +50,9 @@ type rawConn struct {
 	rn     int
 	rerr   syscall.Errno
 	readFn func(fd uintptr) bool
+	// rx is set when the socket reports arrival times (ArrivalStamps):
+	// reads are recvmsg(2) calls that keep the kernel's time.
+	rx *rxStamps
 
 	// The writing goroutine's call: its bytes, bytes written, error.
 	wbuf    []byte
@@ -81,7 +84,13 @@ func (c *rawConn) Read(b []byte) (int, error) {
 func (c *rawConn) read(fd uintptr) bool {
 	b := c.rbuf
 	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		var r uintptr
+		var e syscall.Errno
+		if c.rx != nil {
+			r, e = c.rx.recv(fd, b)
+		} else {
+			r, _, e = syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		}
 		switch e {
 		case 0:
 			c.rn = int(r)

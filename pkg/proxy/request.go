@@ -105,6 +105,7 @@ type request struct {
 	held         int32           // bytes counted in Proxy.buffered for it
 	sent         time.Time       // when it was queued to Cassandra
 	written      time.Time       // when the connection's writer took it (set with the answer)
+	arrived      time.Time       // when the answer's bytes arrived (set with the answer)
 	outcome      limiter.Outcome // what to tell the limiter at the end
 	answered     bool            // Cassandra's answer arrived (for the latency histogram)
 
@@ -435,6 +436,7 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 	c := r.c
 	r.answered = true
 	r.written = conn.WrittenAt()
+	r.arrived = conn.ArrivedAt()
 	if r.timedOut {
 		// The client was answered at the deadline; now the stream is free.
 		resp.Release()
@@ -522,6 +524,11 @@ func (r *request) backendLatency(now time.Time) time.Duration {
 	from := r.sent
 	if r.written.After(from) {
 		from = r.written
+	}
+	// And to when the answer arrived, when the kernel said: the time it
+	// then waited for this proxy to read it is the proxy's, not the node's.
+	if r.arrived.After(from) && r.arrived.Before(now) {
+		now = r.arrived
 	}
 	return now.Sub(from)
 }

@@ -111,6 +111,17 @@ func TestBackendLatencyStartsAtTheWrite(t *testing.T) {
 	if got := r.backendLatency(t0.Add(14 * time.Millisecond)); got != 4*time.Millisecond {
 		t.Errorf("stale write time: %s; want 4ms from the last queueing", got)
 	}
+	// The answer arrived at 16ms and waited 4ms for the proxy to read it:
+	// the sample ends at its arrival.
+	r.arrived = t0.Add(16 * time.Millisecond)
+	if got := r.backendLatency(t0.Add(20 * time.Millisecond)); got != 6*time.Millisecond {
+		t.Errorf("arrived at 16ms, read at 20ms: %s; want 6ms", got)
+	}
+	// An arrival stamp of an earlier attempt is ignored.
+	r.sent = t0.Add(30 * time.Millisecond)
+	if got := r.backendLatency(t0.Add(35 * time.Millisecond)); got != 5*time.Millisecond {
+		t.Errorf("stale arrival: %s; want 5ms", got)
+	}
 }
 
 // What an answer tells the limiter: a PREPARE's or a USE's success is no
