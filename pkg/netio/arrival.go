@@ -8,8 +8,7 @@ import (
 // Arrival times. A proxy short of CPU reads an answer late: the time it
 // read it then holds the wait for its own goroutine besides Cassandra's
 // work, and a limit that adapts to latency reads the proxy's saturation as
-// the node's (the fleet law cut one sidecar to its floor that way under
-// 50,000 goroutines). The kernel stamps each segment as it arrives; with
+// the node's. The kernel stamps each segment as it arrives; with
 // SO_TIMESTAMPNS set it hands the stamp of the last segment a read took
 // (TCP reports that one) to recvmsg(2), and the latency measured to it
 // leaves the proxy's own delay out.
