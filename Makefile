@@ -36,7 +36,7 @@ unit: ## the tests that need no Cassandra (fast)
 	CQLGATE_SKIP_CASSANDRA=1 CQLGATE_SKIP_PYTHON=1 $(GO) test -race -count=1 ./pkg/... ./cmd/... ./internal/loadgen/...
 
 .PHONY: bench
-bench: ## proxied vs direct on one local node at 1, 4, 16, 128 workers, read and write: throughput, p50, CPU per request (proxy, loadgen, machine), proxy syscalls
+bench: ## proxied vs direct on one local node at 1, 4, 16, 128 workers, read and write: throughput, p50, CPU per request (proxy, loadgen, machine), proxy syscalls (BENCH_RELAYS=1: beside a do-nothing Go relay and C relay)
 	bash scripts/bench.sh
 
 .PHONY: bench-syscalls
