@@ -81,9 +81,7 @@ func BenchmarkReadStamped(b *testing.B) {
 			name = "recvmsg+stamp"
 		}
 		b.Run(name, func(b *testing.B) {
-			client, server := tcpPair(&testing.T{})
-			defer client.Close()
-			defer server.Close()
+			client, server := tcpPair(b)
 			rw := Wrap(client)
 			if stamped && !ArrivalStamps(rw) {
 				b.Skip("no stamps")
