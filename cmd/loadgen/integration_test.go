@@ -351,6 +351,12 @@ func (it *loadgenIT) testTimeouts(t *testing.T) {
 		c.QueueMaxWait = 30 * time.Second
 		c.QueueTarget = 30 * time.Second
 	})
+	// The proxy opens its pool for a keyspace at the first USE: new
+	// connections to Cassandra, each with its own USE. On a machine busy
+	// starting other nodes that took longer than the 100 ms timeout, and
+	// the session's setup failed instead of its queries. A session with
+	// time to spare opens it first.
+	testSession(t, p.Addr, it.ks).Close()
 	stdout := it.loadgenOK(t, it.withSchema("run", "--hosts", p.Addr, "--workers", "400", "--duration", "1s",
 		"--warmup", "0s", "--timeout", "100ms", "--json", "--quiet")...)
 	tg := decodeRun(t, stdout).Target
@@ -450,10 +456,14 @@ func requires(t *testing.T, ok bool, prereq string) {
 	}
 }
 
-func testSession(t *testing.T, addr string) *gocql.Session {
+// testSession connects to addr, in keyspace if one is given.
+func testSession(t *testing.T, addr string, keyspace ...string) *gocql.Session {
 	t.Helper()
 	c := gocql.NewCluster(addr)
 	c.Timeout = 10 * time.Second
+	if len(keyspace) > 0 {
+		c.Keyspace = keyspace[0]
+	}
 	s, err := c.CreateSession()
 	if err != nil {
 		t.Fatalf("connect to %s: %v", addr, err)
