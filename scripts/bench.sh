@@ -163,7 +163,7 @@ if [[ $relays == 1 ]]; then
   targets+=(--target "relay-go=$RELAY_GO")
   relay_addrs=("$RELAY_GO")
   if command -v cc >/dev/null && cc -O2 -pthread -o "$workdir/crelay" "$REPO/scripts/crelay/crelay.c"; then
-    "$workdir/crelay" "${RELAY_C%:*}" "${RELAY_C##*:}" "$CASSANDRA_ADDR" 9042 >>"$workdir/relay.log" 2>&1 &
+    "$workdir/crelay" "${RELAY_C%:*}" "${RELAY_C##*:}" "$CASSANDRA_ADDR" "${CASSANDRA_CQL##*:}" >>"$workdir/relay.log" 2>&1 &
     extra_pids+=("$!")
     targets+=(--target "relay-c=$RELAY_C")
     relay_addrs+=("$RELAY_C")
@@ -171,8 +171,9 @@ if [[ $relays == 1 ]]; then
     note "no C compiler: relay-c skipped"
   fi
   for relay in "${relay_addrs[@]}"; do
-    for _ in $(seq 50); do
-      (exec 3<>"/dev/tcp/${relay%:*}/${relay##*:}") 2>/dev/null && break
+    deadline=$((SECONDS + 10))
+    until port_open "${relay%:*}" "${relay##*:}"; do
+      ((SECONDS < deadline)) || die "relay $relay did not listen within 10 s (log: $workdir/relay.log)"
       sleep 0.1
     done
   done

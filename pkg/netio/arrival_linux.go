@@ -5,8 +5,9 @@ import (
 	"unsafe"
 )
 
-// rxStamps is a socket's recvmsg(2) state: its message header and control
-// buffer are reused, so that a read allocates nothing.
+// rxStamps is a socket's recvmsg(2) state: its message header, set up
+// once, and its control buffer are reused, so that a read allocates
+// nothing.
 type rxStamps struct {
 	iov  syscall.Iovec
 	msg  syscall.Msghdr
@@ -25,15 +26,16 @@ func enableArrivalStamps(rc syscall.RawConn) (*rxStamps, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rxStamps{}, nil
+	x := &rxStamps{}
+	x.msg.Iov, x.msg.Iovlen, x.msg.Control = &x.iov, 1, &x.oob[0]
+	return x, nil
 }
 
 // recv is one recvmsg(2) into b; it keeps the stamp the kernel attached.
 func (x *rxStamps) recv(fd uintptr, b []byte) (uintptr, syscall.Errno) {
 	x.iov.Base = &b[0]
 	x.iov.SetLen(len(b))
-	x.msg = syscall.Msghdr{Iov: &x.iov, Iovlen: 1, Control: &x.oob[0]}
-	x.msg.SetControllen(len(x.oob))
+	x.msg.SetControllen(len(x.oob)) // the kernel set it to what it wrote
 	r, _, e := syscall.RawSyscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&x.msg)), 0)
 	if e == 0 && r > 0 {
 		// No stamp on these bytes (the kernel turns stamping on for the
