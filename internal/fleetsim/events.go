@@ -35,6 +35,7 @@ const (
 	evTick                   // a sidecar's Limiter.Sweep
 	evSample                 // the 100ms sampler
 	evControl                // a scenario action (capacity step, sidecar start or stop)
+	evPoll                   // a sidecar reads the node's count of completed requests
 )
 
 // event is one entry of the queue. Plain fields rather than closures: a run

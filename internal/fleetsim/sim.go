@@ -172,6 +172,15 @@ func (s *Sim) dispatch(e event) {
 		s.after(sampleEvery, e)
 	case evControl:
 		s.act(s.actions[e.id])
+	case evPoll:
+		// What the proxy's poller does: read the node's count (here its
+		// served requests; a real node counts in the same way) as often as
+		// the Limiter asks.
+		sc := s.cars[e.id]
+		if d := sc.lim.NodePollInterval(0); sc.active && d > 0 {
+			sc.lim.NodeCompleted(0, s.node.served)
+			s.after(d, e)
+		}
 	}
 }
 
@@ -195,6 +204,9 @@ func (s *Sim) act(a action) {
 		sc.lim, sc.active = l, true
 		// Sidecars tick out of phase with one another, as real ones do.
 		s.after(time.Duration(s.rng.Int64N(s.tick)+1), event{kind: evTick, id: sc.id})
+		// Readings out of phase too, without a draw from the run's
+		// generator: a run without readings stays the run it was.
+		s.after(time.Duration(int64(sc.id)*7919*int64(time.Microsecond)%int64(limiter.DefaultNodePoll)+1), event{kind: evPoll, id: sc.id})
 		switch {
 		case sc.w.Rate > 0:
 			s.after(s.interarrival(sc), event{kind: evArrival, id: sc.id})

@@ -140,7 +140,8 @@ type Config struct {
 
 	LimitMin int `flag:"limit-min" env:"CQLGATE_LIMIT_MIN" yaml:"limit_min" default:"16" reload:"true" min:"1" max:"1048576" help:"lowest adaptive per-node limit"`
 
-	LimitFloor float64 `flag:"limit-floor" env:"CQLGATE_LIMIT_FLOOR" yaml:"limit_floor" default:"0.1" reload:"true" above:"0" max:"1048576" help:"fleet mode: lowest per-node limit and where a limit starts; below 1 it is a fraction of one request in flight, paced (0.25: one request, then three of its latencies of rest), so that a fleet's floors add up to less than a node can serve"`
+	LimitFloor    float64       `flag:"limit-floor" env:"CQLGATE_LIMIT_FLOOR" yaml:"limit_floor" default:"0.1" reload:"true" above:"0" max:"1048576" help:"fleet mode: lowest per-node limit and where a limit starts; below 1 it is a fraction of one request in flight, paced (0.25: one request, then three of its latencies of rest), so that a fleet's floors add up to less than a node can serve"`
+	LimitNodePoll time.Duration `flag:"limit-node-poll" env:"CQLGATE_LIMIT_NODE_POLL" yaml:"limit_node_poll" default:"200ms" reload:"true" help:"fleet mode: how often, at most, to read each node's own count of completed requests (system_views.thread_pools), by which the limit tells a queue from latency that buys throughput; a sidecar with less than a tenth of a node's requests reads it less often, so that a fleet of any size reads each node at most about 100 times a second; 0: never (latencies alone)"`
 
 	LimitMax int `flag:"limit-max" env:"CQLGATE_LIMIT_MAX" yaml:"limit_max" default:"4096" reload:"true" help:"highest adaptive per-node limit (at most 32768 per connection to the node)"`
 

@@ -69,6 +69,7 @@ func TestDefault(t *testing.T) {
 		NodeLimit:                      1024,
 		LimitMin:                       16,
 		LimitFloor:                     0.1,
+		LimitNodePoll:                  200 * time.Millisecond,
 		LimitMax:                       4096,
 		LimitTolerance:                 1.5,
 		QueueLength:                    131072,

@@ -35,6 +35,7 @@ const (
 	DefaultFloor           = 0.1
 	DefaultFleetTolerance  = 1.2
 	DefaultFleetMinSamples = 16
+	DefaultNodePoll        = 200 * time.Millisecond
 	maxClasses             = 64
 	maxLimitValue          = 1 << 24 // node limits are int32 inside
 	maxTolerance           = 10.0
@@ -96,6 +97,12 @@ type Config struct {
 	// the node's baseline latency; the baseline is also probed (the limit
 	// halved for two windows) every BaselineWindow/3. Default 30s.
 	BaselineWindow time.Duration
+	// NodePoll is how often the fleet law wants the node's own count of
+	// completed requests (Limiter.NodeCompleted), at the most: a sidecar
+	// with a small share of the node's answers wants it less often (see
+	// noderate.go). Default 200ms; negative: never (the law then judges
+	// by latencies alone).
+	NodePoll time.Duration
 
 	// QueueLength caps the requests waiting for a permit. Default 10000; a
 	// negative value disables the queue, so requests beyond the limits are
@@ -223,6 +230,9 @@ func (c Config) normalized() (Config, error) {
 	}
 	if c.BaselineWindow == 0 {
 		c.BaselineWindow = DefaultBaselineWindow
+	}
+	if c.NodePoll == 0 {
+		c.NodePoll = DefaultNodePoll
 	}
 	if c.BaselineWindow < c.Window {
 		return bad("baseline window %s is shorter than the sample window %s", c.BaselineWindow, c.Window)

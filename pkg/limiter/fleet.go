@@ -115,6 +115,9 @@ type fleet struct {
 	refLimit float64
 	refWait  float64
 	unqueued float64 // smoothed mean latency of the windows under the target
+
+	calm bool     // the last window was under the target
+	nr   nodeRate // the node's own count of completed requests (noderate.go)
 }
 
 // slower reports whether the window's latencies look scaled up rather than
@@ -142,6 +145,9 @@ func (f *fleet) startWindow(now int64) {
 }
 
 func (f *fleet) record(o Outcome, latency time.Duration) {
+	if o != Failure && o != Dropped {
+		f.nr.answers++ // the node completed it
+	}
 	switch o {
 	case Success:
 		if latency <= 0 {
@@ -176,9 +182,14 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 	f.grew = false
 	switch {
 	case f.drops > 0:
+		// Cassandra's own word: never undone by the node's rate.
+		if f.nr.probeFrom != 0 {
+			limit, f.nr.probeFrom = f.nr.probeFrom, 0
+		}
 		limit *= cfg.Backoff
 		f.slow = false
-		f.refLimit = 0
+		f.refLimit, f.nr.runLimit = 0, 0
+		f.calm = false
 	case f.count > 0:
 		mean := f.sum / int64(f.count)
 		f.mean = mean
@@ -202,7 +213,17 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 			// twice more noise once in 150 windows.
 			target += 2 * noise
 		}
-		if d <= target {
+		f.calm = d <= target
+		f.nr.lastMin = f.wmin
+		if f.calm {
+			f.nr.over = 0
+		} else {
+			f.nr.over++
+		}
+		if f.nr.probeFrom != 0 {
+			break // a probe is open: the node's rate decides (reading)
+		}
+		if f.calm {
 			// The mean latency of an unqueued node, smoothed: see the
 			// slower-node test below.
 			if f.unqueued == 0 {
@@ -228,6 +249,10 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 			break
 		}
 		f.slow = false
+		if f.probing(now, limited) {
+			limit = max(limit*fleetProbeStep, limit+1)
+			break
+		}
 		switch {
 		case f.refLimit == 0 || d < 0.9*f.refWait:
 			f.refLimit, f.refWait = limit, d
@@ -240,6 +265,7 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 			f.refLimit = 0 // and no cut below
 		}
 		if f.refLimit != 0 {
+			f.cutting(now)
 			// The standing wait over the target, as a share of the
 			// mean, is the share of this sidecar's requests standing in
 			// the node's queue (Little's law): cut (part of) it off.

@@ -174,6 +174,12 @@ type backend struct {
 	// overloadAbove, when > 0, answers OVERLOADED at once to a request that
 	// finds this many requests already in the node.
 	overloadAbove int
+	// contention, when > 0, stretches a request's service time by
+	// 1+contention*(requests in the node when it starts): a node whose
+	// cores the application shares, where more concurrency still serves
+	// more but every request gets slower, with no queue at all.
+	contention float64
+	completed  uint64 // the node's own count of answers (NodeCompleted)
 }
 
 // send serves one request and calls done with its outcome and latency.
@@ -186,8 +192,10 @@ func (b *backend) send(done func(Outcome, time.Duration)) {
 	serve := func() {
 		b.busy++
 		d := b.fixed + time.Duration(b.s.rng.ExpFloat64()*float64(b.service))
+		d = time.Duration(float64(d) * (1 + b.contention*float64(b.busy)))
 		b.s.after(d, func() {
 			b.busy--
+			b.completed++
 			b.startWaiting()
 			done(Success, b.s.now-start)
 		})

@@ -22,6 +22,8 @@ import (
 //	cqlgate_limiter_rejected_total{reason}      counter  requests turned away, by Kind.Label
 //	cqlgate_limiter_limit_changes_total{node}   counter  changes of a node's limit
 //	cqlgate_limiter_double_releases_total       counter  ignored second Releases (bugs)
+//	cqlgate_limiter_node_rate{node}             gauge    the node's own completed requests/s (fleet law)
+//	cqlgate_limiter_rate_decisions_total{node,decision} counter  limit changes the node's rate decided
 
 // NodeStats is one node's part of Stats.
 type NodeStats struct {
@@ -31,6 +33,12 @@ type NodeStats struct {
 	LimitExact   float64 // as the law set it (fractional for the fleet law)
 	InFlight     int
 	LimitChanges uint64
+	// NodeRate is the node's own rate of completed requests (all its
+	// clients'), as the fleet law last read it; 0 when unknown.
+	NodeRate float64
+	// Undone counts runs of cuts the node's rate undid; Probes counts
+	// probes it kept.
+	Undone, Probes uint64
 }
 
 // Stats is a snapshot of the Limiter, as exported in its metrics.
@@ -75,7 +83,8 @@ func (l *Limiter) Stats() Stats {
 			sum += int(n.limit)
 			s.LimitExact += n.exact
 		}
-		s.Nodes = append(s.Nodes, NodeStats{ID: NodeID(i), Active: n.active, Limit: int(n.limit), LimitExact: n.exact, InFlight: int(n.inflight), LimitChanges: n.changes})
+		s.Nodes = append(s.Nodes, NodeStats{ID: NodeID(i), Active: n.active, Limit: int(n.limit), LimitExact: n.exact, InFlight: int(n.inflight), LimitChanges: n.changes,
+			NodeRate: n.fl.nr.rate, Undone: n.fl.nr.undone, Probes: n.fl.nr.probed})
 	}
 	s.Limit = sum
 	if l.globalLimit > 0 {
@@ -88,7 +97,7 @@ type collector struct {
 	l                                                        *Limiter
 	limit, globalLimit, inFlight, globalInFlight, queueDepth *prometheus.Desc
 	standing, admitted, rejected, limitChanges, doubleRel    *prometheus.Desc
-	maxWait                                                  *prometheus.Desc
+	maxWait, nodeRate, rateDecisions                         *prometheus.Desc
 }
 
 func newCollector(l *Limiter) *collector {
@@ -108,11 +117,13 @@ func newCollector(l *Limiter) *collector {
 		limitChanges:   d("limit_changes_total", "Changes of a node's concurrency limit.", "node"),
 		doubleRel:      d("double_releases_total", "Permits released more than once (ignored; a bug)."),
 		maxWait:        d("queue_max_wait_seconds", "The longest a request may wait in the queue (--queue-max-wait), for alerts on queue wait near its bound."),
+		nodeRate:       d("node_rate", "Fleet mode: the rate of requests a Cassandra node completed for all its clients, from its own count (system_views.thread_pools), as last read; 0 in the other modes.", "node"),
+		rateDecisions:  d("rate_decisions_total", "Fleet mode: limit changes decided by the node's own rate: undo (cuts that cost the node throughput, undone) and probe (a raise that the node turned into throughput, kept).", "node", "decision"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.limit, c.globalLimit, c.inFlight, c.globalInFlight, c.queueDepth, c.standing, c.admitted, c.rejected, c.limitChanges, c.doubleRel, c.maxWait} {
+	for _, d := range []*prometheus.Desc{c.limit, c.globalLimit, c.inFlight, c.globalInFlight, c.queueDepth, c.standing, c.admitted, c.rejected, c.limitChanges, c.doubleRel, c.maxWait, c.nodeRate, c.rateDecisions} {
 		ch <- d
 	}
 }
@@ -131,6 +142,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.inFlight, g, float64(n.InFlight), id)
 		ch <- prometheus.MustNewConstMetric(c.limitChanges, ctr, float64(n.LimitChanges), id)
+		if n.Active {
+			ch <- prometheus.MustNewConstMetric(c.nodeRate, g, n.NodeRate, id)
+			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Undone), id, "undo")
+			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Probes), id, "probe")
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.globalLimit, g, float64(s.Limit))
 	ch <- prometheus.MustNewConstMetric(c.globalInFlight, g, float64(s.InFlight))

@@ -51,7 +51,15 @@ func (p Permit) Release(o Outcome, latency time.Duration) {
 	l.slots[p.slot] = gen
 	l.freeSlots = append(l.freeSlots, p.slot)
 	n := &l.nodes[p.node]
-	l.pace(n, latency)
+	// A paced slot rests in proportion to the request's latency. Only a
+	// sample's latency says how long the node's typical request takes: a
+	// schema change or a timeout (seconds) would rest the slot for many
+	// times as long, with clients waiting; pace uses the law's mean then.
+	if o == Success {
+		l.pace(n, latency)
+	} else {
+		l.pace(n, 0)
+	}
 	n.inflight--
 	l.inflight--
 	switch {

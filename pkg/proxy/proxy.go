@@ -252,12 +252,16 @@ func limiterConfig(cfg config.Config) limiter.Config {
 		NodeLimit:   cfg.NodeLimit,
 		Adaptive:    cfg.LimitMode == "adaptive" || cfg.LimitMode == "fleet",
 		Floor:       cfg.LimitFloor,
+		NodePoll:    cfg.LimitNodePoll,
 		MinLimit:    cfg.LimitMin,
 		MaxLimit:    cfg.LimitMax,
 		Tolerance:   cfg.LimitTolerance,
 		QueueLength: cfg.QueueLength,
 		MaxWait:     cfg.QueueMaxWait,
 		QueueTarget: cfg.QueueTarget,
+	}
+	if cfg.LimitNodePoll == 0 {
+		lc.NodePoll = -1 // the limiter's "never"
 	}
 	if cfg.LimitMode == "fleet" {
 		lc.Law = limiter.LawFleet
@@ -368,6 +372,11 @@ func (p *Proxy) Run(ctx context.Context) error {
 	go func() {
 		defer p.wg.Done()
 		p.trackSchemaVersion(ctx)
+	}()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.pollNodeLoad(ctx)
 	}()
 	// Rule queues expire until the requests have drained, after ctx.
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))

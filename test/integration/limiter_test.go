@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	gocql2 "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/apache/cassandra-gocql-driver/v2/lz4"
@@ -141,5 +142,32 @@ func TestLimiterRejectsWithOverloadedV5LZ4(t *testing.T) {
 	}
 	if v, err := read(); err != nil || v != 1 {
 		t.Errorf("after the burst: v=%d err=%v; want 1 <nil>", v, err)
+	}
+}
+
+// TestFleetModeReadsTheNodesCount: in fleet mode the proxy reads the
+// node's own count of completed requests (system_views.thread_pools) and
+// the limiter turns it into the node's rate, which covers at least the
+// reads sent through the proxy meanwhile.
+func TestFleetModeReadsTheNodesCount(t *testing.T) {
+	p, s := limitedProxy(t, func(cfg *config.Config) {
+		cfg.LimitMode = "fleet"
+		cfg.LimitNodePoll = 100e6
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	var rate float64
+	for time.Now().Before(deadline) {
+		var v int
+		for range 50 {
+			if err := s.Query("SELECT v FROM it_lim.kv WHERE k = ?", 1).Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if rate = metricSum(t, p.Reg, "cqlgate_limiter_node_rate"); rate > 0 {
+			break
+		}
+	}
+	if rate <= 0 {
+		t.Fatalf("cqlgate_limiter_node_rate = %v after 10s of reads; want the node's rate", rate)
 	}
 }

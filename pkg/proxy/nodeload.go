@@ -1,0 +1,78 @@
+package proxy
+
+// The fleet limit's readings of each node's own count of completed
+// requests (see pkg/limiter's noderate.go).
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cqlgate/cqlgate/pkg/backend"
+	"github.com/cqlgate/cqlgate/pkg/limiter"
+)
+
+const (
+	// nodeLoadIdle is how often the poller looks again while no node
+	// wants reading (the limit mode is not fleet): a reload may switch it.
+	nodeLoadIdle = time.Second
+	// nodeLoadTimeout bounds one reading: a node that takes longer is
+	// busy, and its next reading will do.
+	nodeLoadTimeout = time.Second
+	// nodeLoadRetry is how long a node that cannot count (no
+	// system_views before Cassandra 4.0) is left alone.
+	nodeLoadRetry = 10 * time.Minute
+)
+
+// pollNodeLoad reads the count of every node that is up as often as the
+// limiter asks (Limiter.NodePollInterval, zero outside the fleet mode) and
+// hands it over (Limiter.NodeCompleted). One goroutine reads all nodes in
+// turn: a reading is one small query on a pool connection, answered in a
+// fraction of a millisecond, and a slow node only delays the others'.
+func (p *Proxy) pollNodeLoad(ctx context.Context) {
+	next := map[limiter.NodeID]time.Time{}
+	warned := map[limiter.NodeID]bool{}
+	t := time.NewTimer(nodeLoadIdle)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		wait := nodeLoadIdle
+		for _, n := range p.cluster.Nodes() {
+			id := limiter.NodeID(n.ID)
+			every := p.limiter.NodePollInterval(id)
+			if every == 0 || !n.Up() {
+				continue
+			}
+			if at := next[id]; time.Now().Before(at) {
+				wait = min(wait, time.Until(at))
+				continue
+			}
+			rctx, cancel := context.WithTimeout(ctx, nodeLoadTimeout)
+			total, err := p.cluster.CompletedRequests(rctx, n)
+			cancel()
+			var se *backend.ServerError
+			switch {
+			case err == nil:
+				p.limiter.NodeCompleted(id, total)
+			case errors.As(err, &se):
+				if !warned[id] {
+					warned[id] = true
+					p.log.Info("the node does not report its completed requests; its fleet limit follows latencies alone",
+						zap.String("node", n.Addr), zap.Error(err))
+				}
+				every = nodeLoadRetry
+			case ctx.Err() == nil:
+				p.log.Debug("cannot read the node's completed requests", zap.String("node", n.Addr), zap.Error(err))
+			}
+			next[id] = time.Now().Add(every)
+			wait = min(wait, every)
+		}
+		t.Reset(wait)
+	}
+}
