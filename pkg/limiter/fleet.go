@@ -117,6 +117,10 @@ type fleet struct {
 	unqueued float64 // smoothed mean latency of the windows under the target
 
 	calm bool     // the last window was under the target
+	// bound: the limit bound in the last window; maxLimit is the
+	// config's, for the node's rate to raise the limit to (noderate.go).
+	bound    bool
+	maxLimit float64
 	nr   nodeRate // the node's own count of completed requests (noderate.go)
 }
 
@@ -178,6 +182,7 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 	elapsed := now - f.start
 	defer f.startWindow(now)
 	limit := f.limit
+	f.bound, f.maxLimit = limited, float64(cfg.MaxLimit)
 	settling := f.grew
 	f.grew = false
 	switch {
@@ -215,13 +220,17 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 		}
 		f.calm = d <= target
 		f.nr.lastMin = f.wmin
-		if f.calm {
-			f.nr.over = 0
+		if limited {
+			f.nr.bound++
 		} else {
-			f.nr.over++
+			f.nr.bound = 0
 		}
 		if f.nr.probeFrom != 0 {
 			break // a probe is open: the node's rate decides (reading)
+		}
+		if f.probing(now) {
+			limit = max(limit*fleetProbeStep, limit+1)
+			break
 		}
 		if f.calm {
 			// The mean latency of an unqueued node, smoothed: see the
@@ -249,10 +258,6 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 			break
 		}
 		f.slow = false
-		if f.probing(now, limited) {
-			limit = max(limit*fleetProbeStep, limit+1)
-			break
-		}
 		switch {
 		case f.refLimit == 0 || d < 0.9*f.refWait:
 			f.refLimit, f.refWait = limit, d
@@ -264,8 +269,7 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 			limit = f.refLimit
 			f.refLimit = 0 // and no cut below
 		}
-		if f.refLimit != 0 {
-			f.cutting(now)
+		if f.refLimit != 0 && f.cutting(now) {
 			// The standing wait over the target, as a share of the
 			// mean, is the share of this sidecar's requests standing in
 			// the node's queue (Little's law): cut (part of) it off.

@@ -61,7 +61,7 @@ const (
 	// fleetProbeAfter is how many windows in a row over the target, the
 	// limit bound, open a probe; fleetProbeStep is the probe's raise.
 	fleetProbeAfter = 5
-	fleetProbeStep  = 1.5
+	fleetProbeStep  = 2
 	// The spacing of probes after a failed one: it doubles from
 	// fleetProbeGap to fleetProbeGapMax.
 	fleetProbeGap    = int64(time.Second)
@@ -92,48 +92,62 @@ type nodeRate struct {
 	probeAt   int64
 	probeNext int64 // no probe before then
 	probeGap  int64 // the wait after the last failed probe
-	over      int   // windows in a row over the target
-	fell      bool  // the last reading found the rate fallen in a run
+	bound     int   // windows in a row in which the limit bound
+	cutAt     int64 // the last cut (of a sidecar that judges its cuts)
 	lastMin   int64 // the last window's minimum
 
 	undone, probed uint64 // runs undone, probes kept (for tests)
 }
 
-// probing reports whether to open a probe at the end of a window over the
-// target (the caller raises the limit).
-func (f *fleet) probing(now int64, limited bool) bool {
+// probing reports whether to open a probe at the end of a window (the
+// caller raises the limit): the limit bound for fleetProbeAfter windows in
+// a row, whether the latency law would cut it (the rise may be the price
+// of throughput) or grow it (by far less than a doubling a reading).
+func (f *fleet) probing(now int64) bool {
 	r := &f.nr
-	// Probes too are for a sidecar that carries most of the node's
-	// requests: another's raise cannot show in the node's rate.
-	if !limited || r.rate == 0 || r.over < fleetProbeAfter || now < r.probeNext || r.share < fleetRateShare {
+	// Probes are for a sidecar that carries most of the node's requests:
+	// another's raise cannot show in the node's rate.
+	if r.rate == 0 || r.bound < fleetProbeAfter || now < r.probeNext || r.share < fleetRateShare {
 		return false
 	}
+	r.bound = 0
 	r.probeFrom, r.probeRate, r.probeAt = f.limit, r.rate, now
 	r.runLimit = 0
 	return true
 }
 
-// judgeProbe ends the open probe at a reading whose interval it covers,
-// and reports whether the limit changed.
+// judgeProbe judges the open probe at a reading whose interval it covers,
+// and reports whether the limit changed. A raise that the node turned
+// into throughput is kept, and the climb goes on: the limit doubles while
+// each doubling still serves more and the limit still binds. The first
+// raise that does not pays its way is taken back, and the climb ends there.
 func (f *fleet) judgeProbe(now int64) bool {
 	r := &f.nr
 	if r.prevAt < r.probeAt {
 		return false
 	}
-	if r.rate > r.probeRate*(1+max(fleetRateAllowance, 3*r.noise)) {
+	if r.rate > r.probeRate*(1+max(fleetRateAllowance, 2*r.noise)) {
 		// More concurrency served more: not a queue.
 		f.base = max(f.base, r.lastMin)
-		f.slow = true
 		f.refLimit = 0
-		r.probeFrom, r.probeGap, r.over = 0, 0, 0
+		r.probeGap = 0
 		r.probed++
-		return false
+		if !f.bound {
+			r.probeFrom = 0 // the client does not use more
+			return false
+		}
+		r.probeFrom, r.probeRate, r.probeAt = f.limit, r.rate, now
+		f.limit = min(2*f.limit, f.maxLimit)
+		return true
 	}
+	climbed := r.probeGap == 0 && r.probed > 0
 	f.limit, r.probeFrom = r.probeFrom, 0
-	// The next run of cuts is judged against the rate before the probe.
+	// The next run of cuts is judged against the rate before the raise.
 	r.rate = r.probeRate
-	r.probeGap = min(max(2*r.probeGap, fleetProbeGap), fleetProbeGapMax)
-	r.probeNext = now + r.probeGap
+	if !climbed {
+		r.probeGap = min(max(2*r.probeGap, fleetProbeGap), fleetProbeGapMax)
+	}
+	r.probeNext = now + max(r.probeGap, fleetProbeGap)
 	return true
 }
 
@@ -175,12 +189,7 @@ func (f *fleet) reading(now int64, total uint64, cfg *Config) bool {
 	if r.runLimit == 0 || now <= r.runAt {
 		return false
 	}
-	// A fall counts when two readings in a row show it: the rate of a
-	// node that a fleet keeps busy varies by a few percent between
-	// readings, and one sidecar of a fleet undoing its cuts by chance
-	// would take more than its share.
 	fell := r.rate < r.runRate*(1-max(fleetRateAllowance, 2*r.noise))
-	r.fell, fell = fell, fell && r.fell
 	// Only a sidecar that carries most of the node's requests judges its
 	// cuts by the node's rate: the cuts of one sidecar of many cannot move
 	// it, and when all of them cut together the node's rate also moves
@@ -191,12 +200,14 @@ func (f *fleet) reading(now int64, total uint64, cfg *Config) bool {
 	switch {
 	case fell && !f.calm && f.limit < r.runLimit:
 		// Cuts that cost throughput while the latency still stood: not a
-		// queue. The run's start is the new baseline.
-		f.limit = r.runLimit
+		// queue. The run's start is the new baseline, and a climb from
+		// there finds out whether more serves more still.
 		f.base = max(f.base, r.runMin)
-		f.refLimit, r.runLimit = 0, 0
-		f.slow = true
+		f.refLimit = 0
 		r.undone++
+		r.probeFrom, r.probeRate, r.probeAt = r.runLimit, r.runRate, now
+		r.runLimit = 0
+		f.limit = min(2*r.probeFrom, f.maxLimit)
 		return true
 	case fell && f.calm && f.limit < limitBefore:
 		// A queue drained, and the cuts went on past the node's knee.
@@ -210,11 +221,28 @@ func (f *fleet) reading(now int64, total uint64, cfg *Config) bool {
 	return false
 }
 
-// cutting notes the start of a run of cuts, when the node's rate is known.
-func (f *fleet) cutting(now int64) {
-	if r := &f.nr; r.runLimit == 0 && r.rate > 0 {
-		r.runLimit, r.runRate, r.runMin, r.runAt, r.fell = f.limit, r.rate, f.wmin, now, false
+// cutting notes the start of a run of cuts, when the node's rate is known,
+// and reports whether to cut now. A sidecar that judges its cuts by the
+// node's rate cuts once per reading: cuts every window would take the
+// limit down tenfold before the first reading could tell whether the
+// first cut cost throughput, and the rate would swing with the limit
+// inside every reading's interval.
+func (f *fleet) cutting(now int64) bool {
+	r := &f.nr
+	if r.rate == 0 {
+		return true
 	}
+	if r.runLimit == 0 {
+		r.runLimit, r.runRate, r.runMin, r.runAt = f.limit, r.rate, f.wmin, now
+	}
+	if r.share < fleetRateShare {
+		return true
+	}
+	if r.prevAt < r.cutAt {
+		return false // no reading's whole interval followed the last cut yet
+	}
+	r.cutAt = now
+	return true
 }
 
 // pollInterval is how long to wait before the next reading (0: none).
