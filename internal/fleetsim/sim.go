@@ -177,8 +177,10 @@ func (s *Sim) dispatch(e event) {
 		// served requests; a real node counts in the same way) as often as
 		// the Limiter asks.
 		sc := s.cars[e.id]
-		if d := sc.lim.NodePollInterval(0); sc.active && d > 0 {
-			sc.lim.NodeCompleted(0, s.node.served)
+		if d := sc.lim.NodePoll(); sc.active && d > 0 {
+			if sc.lim.NodeReadingDue(0) {
+				sc.lim.NodeCompleted(0, s.node.served)
+			}
 			s.after(d, e)
 		}
 	}

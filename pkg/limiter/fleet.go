@@ -70,6 +70,11 @@ import (
 // baseline). Once a run of cuts has taken the limit to fleetFutile of where
 // the standing wait last fell by a tenth, and the window looks stretched
 // (see slower), the minimum becomes the baseline and the cuts are undone.
+//
+// Latencies cannot tell one sidecar whether its limit's latency buys
+// throughput. A sidecar that carries most of a node's requests also reads
+// the node's own count of completed requests, and lets it overrule the
+// rules above where they would cost throughput: see noderate.go.
 const (
 	// fleetGain is the share of its standing queue over the target that a
 	// sidecar cuts per window: less than all of it, because each window's
@@ -116,12 +121,12 @@ type fleet struct {
 	refWait  float64
 	unqueued float64 // smoothed mean latency of the windows under the target
 
-	calm bool     // the last window was under the target
+	calm bool // the last window was under the target
 	// bound: the limit bound in the last window; maxLimit is the
 	// config's, for the node's rate to raise the limit to (noderate.go).
 	bound    bool
 	maxLimit float64
-	nr   nodeRate // the node's own count of completed requests (noderate.go)
+	nr       nodeRate // the node's own count of completed requests (noderate.go)
 }
 
 // slower reports whether the window's latencies look scaled up rather than
@@ -254,6 +259,9 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 			}
 			if limit > f.refLimit {
 				f.refLimit = 0 // grown back: the run of cuts is over
+			}
+			if limit >= f.nr.runLimit {
+				f.nr.runLimit = 0 // and so is the node's rate's
 			}
 			break
 		}

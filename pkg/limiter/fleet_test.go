@@ -102,7 +102,7 @@ type fleetSim struct {
 }
 
 // Each sidecar reads the node's count of completed requests as often as its
-// Limiter asks (NodePollInterval). with, when given, changes the config.
+// Limiter asks (NodeReadingDue). with, when given, changes the config.
 func newFleetSim(t *testing.T, k, clients, capacity int, service time.Duration, with ...func(*Config)) *fleetSim {
 	t.Helper()
 	clk := newFakeClock()
@@ -123,14 +123,15 @@ func newFleetSim(t *testing.T, k, clients, capacity int, service time.Duration, 
 		}
 		fs.ls = append(fs.ls, l)
 		fs.s.after(time.Duration(i)*time.Millisecond/time.Duration(k), func() { fs.s.every(DefaultTickInterval, l.Sweep) })
-		var poll func()
-		poll = func() {
-			if d := l.NodePollInterval(0); d > 0 {
-				l.NodeCompleted(0, fs.b.completed)
-				fs.s.after(d, poll)
-			}
+		if d := l.NodePoll(); d > 0 {
+			fs.s.after(time.Duration(i+1)*time.Millisecond, func() {
+				fs.s.every(d, func() {
+					if l.NodeReadingDue(0) {
+						l.NodeCompleted(0, fs.b.completed)
+					}
+				})
+			})
 		}
-		fs.s.after(time.Duration(i+1)*time.Millisecond, poll)
 		var cs []*simClient
 		for j := range clients {
 			c := &simClient{l: l, s: fs.s, nodes: []*backend{fs.b}, flow: uint64(j % 8)}

@@ -8,33 +8,42 @@ package limiter
 // with its limit binding, its throughput is limit/latency either way (see
 // docs/sizing.md). Cassandra counts the requests it completed
 // (system_views.thread_pools, the Native-Transport-Requests row), and the
-// proxy reads that count now and then (NodeCompleted). It is the same
-// count for every sidecar, and does not depend on their shares, so it
-// settles what latencies cannot: in a node whose latency comes from a
-// queue, throughput does not fall while the queue stands, because its
-// threads idle only once nothing waits. So:
+// proxy reads that count now and then (NodeCompleted). In a node whose
+// latency comes from a queue, throughput does not fall while the queue
+// stands, because its threads idle only once nothing waits; and more
+// concurrency does not serve more.
 //
-//   - A run of cuts notes the node's rate and the window's minimum where it
-//     began. It lasts until a reading finds the last window under the
-//     target: the cuts drained what they were for.
-//   - If a reading during the run finds the node's rate fallen by more than
-//     its noise, while the last window was still over the target, the
-//     latency was not a queue: the cuts are undone, the minimum where the
-//     run began becomes the baseline (so the law measures queues from
-//     there), and slow start resumes, to find out whether more concurrency
-//     serves more.
-//   - If it fell once the last window was under the target, the cuts
-//     drained a queue and then went too far: the limit goes back to where
-//     it was at the reading before, and the baseline stays.
-//   - A limit that stands over the target for fleetProbeAfter windows in
-//     a row while it binds is probed: raised by half for a reading's
-//     interval. If the node then serves more by more than its noise, the
-//     latency was the price of throughput, not a queue: the window's
-//     minimum becomes the baseline and slow start resumes. Otherwise the
-//     limit goes back, and the next probe waits twice as long as the last
-//     (up to fleetProbeGapMax): a fleet in front of a queue probes seldom,
-//     and all its sidecars together then add a queue for a moment that
-//     the node does not serve any faster.
+// Only a sidecar that carries most of the node's requests (its answers
+// are at least fleetRateShare of the node's) acts on the rate: the cuts
+// or raises of one sidecar of many cannot move it, and when all of them
+// move together the node's rate also moves for reasons of its own (it got
+// slower), which are not their doing (undoing cuts in a fleet of 8 took
+// Jain's index from 0.89 to 0.45 in the simulator). Such a sidecar:
+//
+//   - cuts at most once per reading, so that each reading judges one cut
+//     (cuts every window would take the limit down tenfold before the
+//     first reading, and the rate would swing with the limit inside every
+//     reading's interval);
+//   - notes the node's rate and the window's minimum where a run of cuts
+//     began. The run lasts until a reading finds the last window under
+//     the target: the cuts drained what they were for;
+//   - undoes a run when a reading finds the node's rate fallen by more
+//     than its noise while the last window was still over the target: the
+//     latency was not a queue. The minimum where the run began becomes the
+//     baseline, so that the law measures queues from there, and a climb
+//     starts from the run's limit (below). If the rate fell once the last
+//     window was under the target, the cuts drained a queue and went on
+//     past the node's knee: the limit goes back to where it was at the
+//     reading before;
+//   - probes a limit that bound for fleetProbeAfter windows in a row
+//     (whether the law would cut it or grow it by its slow steps): it
+//     doubles it for a reading's interval. A raise that the node turns
+//     into more throughput than its noise is kept, the window's minimum
+//     becomes the baseline, and the climb goes on, doubling while the
+//     limit still binds and each doubling still serves more. The first
+//     raise that does not is taken back. A probe that gains nothing makes
+//     the next wait twice as long as the last (up to fleetProbeGapMax),
+//     until the node's rate moves to half or twice where it failed.
 //
 // Reading the count costs the node one small request. A sidecar reads it
 // every Config.NodePoll, less often the smaller its share of the node's
@@ -58,14 +67,14 @@ const (
 	fleetPollShare = 0.1
 	// fleetPollMax bounds the period of a sidecar with a tiny share.
 	fleetPollMax = 30 * time.Second
-	// fleetProbeAfter is how many windows in a row over the target, the
-	// limit bound, open a probe; fleetProbeStep is the probe's raise.
+	// fleetProbeAfter is how many windows in a row in which the limit
+	// bound open a probe; fleetProbeStep is the probe's raise.
 	fleetProbeAfter = 5
 	fleetProbeStep  = 2
 	// The spacing of probes after a failed one: it doubles from
 	// fleetProbeGap to fleetProbeGapMax.
 	fleetProbeGap    = int64(time.Second)
-	fleetProbeGapMax = int64(30 * time.Second)
+	fleetProbeGapMax = int64(10 * time.Second)
 )
 
 // nodeRate is the fleet law's view of the node's completed-request count.
@@ -77,6 +86,7 @@ type nodeRate struct {
 	answers    uint64  // this sidecar's answers from the node, all time
 	answersAt  uint64  // answers at the last reading
 	share      float64 // this sidecar's share of the node's answers
+	ours       bool    // the last interval's answers were mostly this sidecar's
 	limitAt    float64 // the limit at the last reading
 
 	// The run of cuts (runLimit 0: none).
@@ -90,11 +100,12 @@ type nodeRate struct {
 	probeFrom float64
 	probeRate float64
 	probeAt   int64
-	probeNext int64 // no probe before then
-	probeGap  int64 // the wait after the last failed probe
-	bound     int   // windows in a row in which the limit bound
-	cutAt     int64 // the last cut (of a sidecar that judges its cuts)
-	lastMin   int64 // the last window's minimum
+	probeNext int64   // no probe before then
+	probeGap  int64   // the wait after the last failed probe
+	gapRate   float64 // the node's rate when the last probe failed
+	bound     int     // windows in a row in which the limit bound
+	cutAt     int64   // the last cut (of a sidecar that judges its cuts)
+	lastMin   int64   // the last window's minimum
 
 	undone, probed uint64 // runs undone, probes kept (for tests)
 }
@@ -105,9 +116,12 @@ type nodeRate struct {
 // of throughput) or grow it (by far less than a doubling a reading).
 func (f *fleet) probing(now int64) bool {
 	r := &f.nr
-	// Probes are for a sidecar that carries most of the node's requests:
-	// another's raise cannot show in the node's rate.
-	if r.rate == 0 || r.bound < fleetProbeAfter || now < r.probeNext || r.share < fleetRateShare {
+	if r.gapRate > 0 && (r.rate > 2*r.gapRate || 2*r.rate < r.gapRate) {
+		// The node's rate moved far from where the last probe failed:
+		// what that probe found says little about the node now.
+		r.probeGap, r.probeNext, r.gapRate = 0, 0, 0
+	}
+	if r.rate == 0 || !r.ours || r.bound < fleetProbeAfter || now < r.probeNext || r.share < fleetRateShare {
 		return false
 	}
 	r.bound = 0
@@ -146,6 +160,7 @@ func (f *fleet) judgeProbe(now int64) bool {
 	r.rate = r.probeRate
 	if !climbed {
 		r.probeGap = min(max(2*r.probeGap, fleetProbeGap), fleetProbeGapMax)
+		r.gapRate = r.probeRate
 	}
 	r.probeNext = now + max(r.probeGap, fleetProbeGap)
 	return true
@@ -167,17 +182,31 @@ func (f *fleet) reading(now int64, total uint64, cfg *Config) bool {
 	}
 	done := total - prevTotal
 	r.rate = float64(done) / (float64(now-prevAt) / 1e9)
+	r.ours = false
 	if done > 0 {
 		s := min(float64(answers)/float64(done), 1)
+		r.ours = s >= fleetRateShare
 		if r.share == 0 {
 			r.share = s
 		}
 		r.share += (s - r.share) / 4
 	}
+	if answers == 0 {
+		// This sidecar sent nothing: the interval says nothing about
+		// its limit, and the node's rate in it is other clients'.
+		changed := r.probeFrom != 0
+		if changed {
+			f.limit = r.probeFrom
+		}
+		r.probeFrom, r.runLimit = 0, 0
+		return changed
+	}
 	if prevRate > 0 && math.Abs(f.limit-limitBefore) <= 0.1*limitBefore {
 		// The rate's noise, from readings between which this sidecar's
 		// limit held: growth and cuts would count as noise.
-		c := math.Abs(r.rate-prevRate) / prevRate
+		// A change by more than half is a change of load (an idle
+		// sidecar busy again), not noise: it counts as half.
+		c := min(math.Abs(r.rate-prevRate)/prevRate, 0.5)
 		if r.noise == 0 {
 			r.noise = c
 		}
@@ -189,50 +218,48 @@ func (f *fleet) reading(now int64, total uint64, cfg *Config) bool {
 	if r.runLimit == 0 || now <= r.runAt {
 		return false
 	}
-	fell := r.rate < r.runRate*(1-max(fleetRateAllowance, 2*r.noise))
-	// Only a sidecar that carries most of the node's requests judges its
-	// cuts by the node's rate: the cuts of one sidecar of many cannot move
-	// it, and when all of them cut together the node's rate also moves
-	// for reasons of its own (it got slower), which are not the cuts'
-	// doing. Undoing those cuts in a fleet of 8 (in the simulator) took
-	// Jain's index from 0.89 to 0.45.
-	fell = fell && r.share >= fleetRateShare
-	switch {
-	case fell && !f.calm && f.limit < r.runLimit:
-		// Cuts that cost throughput while the latency still stood: not a
-		// queue. The run's start is the new baseline, and a climb from
-		// there finds out whether more serves more still.
-		f.base = max(f.base, r.runMin)
-		f.refLimit = 0
-		r.undone++
-		r.probeFrom, r.probeRate, r.probeAt = r.runLimit, r.runRate, now
-		r.runLimit = 0
-		f.limit = min(2*r.probeFrom, f.maxLimit)
-		return true
-	case fell && f.calm && f.limit < limitBefore:
-		// A queue drained, and the cuts went on past the node's knee.
-		f.limit = limitBefore
-		r.runLimit = 0
-		r.undone++
-		return true
-	case f.calm:
-		r.runLimit = 0
+	if r.share < fleetRateShare || !r.ours { // see the file's comment
+		if f.calm {
+			r.runLimit = 0
+		}
+		return false
 	}
-	return false
+	if r.runLimit == 0 || r.prevAt < r.cutAt {
+		return false // judged by a reading after the last cut
+	}
+	// The run's cuts are judged together, against the rate where the run
+	// began: cuts that each cost less than the rate's noise would
+	// otherwise slide the limit down step by step.
+	if r.rate >= r.runRate*(1-max(fleetRateAllowance, r.noise)) {
+		return false
+	}
+	r.undone++
+	if f.calm {
+		// A queue drained, and the cuts went on past the node's knee:
+		// one step back, and the run goes on.
+		f.limit = max(f.limit, limitBefore)
+		return true
+	}
+	// The cuts cost throughput while the latency still stood: not a
+	// queue. Where the run began is the new baseline, and a climb from
+	// there finds out whether more serves more still.
+	f.base = max(f.base, r.runMin)
+	f.refLimit = 0
+	r.probeFrom, r.probeRate, r.probeAt = max(f.limit, r.runLimit), r.runRate, now
+	r.runLimit = 0
+	f.limit = min(2*r.probeFrom, f.maxLimit)
+	return true
 }
 
 // cutting notes the start of a run of cuts, when the node's rate is known,
-// and reports whether to cut now. A sidecar that judges its cuts by the
-// node's rate cuts once per reading: cuts every window would take the
-// limit down tenfold before the first reading could tell whether the
-// first cut cost throughput, and the rate would swing with the limit
-// inside every reading's interval.
+// and reports whether to cut now (once per reading, for a sidecar that
+// judges its cuts by the node's rate).
 func (f *fleet) cutting(now int64) bool {
 	r := &f.nr
 	if r.rate == 0 {
 		return true
 	}
-	if r.runLimit == 0 {
+	if r.runLimit == 0 && r.ours {
 		r.runLimit, r.runRate, r.runMin, r.runAt = f.limit, r.rate, f.wmin, now
 	}
 	if r.share < fleetRateShare {
@@ -246,15 +273,29 @@ func (f *fleet) cutting(now int64) bool {
 }
 
 // pollInterval is how long to wait before the next reading (0: none).
-func (f *fleet) pollInterval(cfg *Config) time.Duration {
+func (f *fleet) pollInterval(now int64, cfg *Config) time.Duration {
 	if cfg.NodePoll <= 0 {
 		return 0
 	}
+	r := &f.nr
 	d := cfg.NodePoll
-	if s := f.nr.share; s > 0 && s < fleetPollShare {
+	s := r.share
+	if r.rate > 0 && now > r.at {
+		// Answers since the last reading count at once: a sidecar that
+		// was idle (its share near 0, its readings 30s apart) and is
+		// busy now must not wait for its next reading to learn it.
+		s = max(s, float64(r.answers-r.answersAt)/(float64(now-r.at)/1e9)/r.rate)
+	}
+	if s > 0 && s < fleetPollShare {
 		d = time.Duration(float64(d) * fleetPollShare / s)
 	}
 	return min(d, max(fleetPollMax, cfg.NodePoll))
+}
+
+// pollDue reports whether the node's count is due for a reading at now.
+func (f *fleet) pollDue(now int64, cfg *Config) bool {
+	d := f.pollInterval(now, cfg)
+	return d > 0 && (f.nr.at == 0 || now-f.nr.at >= int64(d))
 }
 
 // NodeCompleted gives the fleet law node id's own count of the requests
@@ -277,15 +318,27 @@ func (l *Limiter) NodeCompleted(id NodeID, total uint64) {
 	l.drainLocked(now)
 }
 
-// NodePollInterval is how long the caller of NodeCompleted should wait
-// before reading node id's count again; 0 means it need not read it (the
-// limit does not follow the fleet law, NodePoll is negative, or the node
-// is not active).
-func (l *Limiter) NodePollInterval(id NodeID) time.Duration {
+// NodeReadingDue reports whether node id's count of completed requests
+// is due for a reading (NodeCompleted): never unless the limit follows the
+// fleet law, NodePoll is positive and the node is active. A sidecar reads
+// it every NodePoll, or less often when its share of the node's answers
+// is under a tenth; callers ask every NodePoll or so, so that a sidecar
+// whose share grows is read at once.
+func (l *Limiter) NodeReadingDue(id NodeID) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.cfg.Adaptive || l.cfg.Law != LawFleet || id < 0 || int(id) >= len(l.nodes) || !l.nodes[id].active {
+		return false
+	}
+	return l.nodes[id].fl.pollDue(l.now(), &l.cfg)
+}
+
+// NodePoll is how often callers of NodeReadingDue should ask (0: never).
+func (l *Limiter) NodePoll() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.cfg.Adaptive || l.cfg.Law != LawFleet || l.cfg.NodePoll <= 0 {
 		return 0
 	}
-	return l.nodes[id].fl.pollInterval(&l.cfg)
+	return l.cfg.NodePoll
 }

@@ -26,14 +26,15 @@ const (
 	nodeLoadRetry = 10 * time.Minute
 )
 
-// pollNodeLoad reads the count of every node that is up as often as the
-// limiter asks (Limiter.NodePollInterval, zero outside the fleet mode) and
-// hands it over (Limiter.NodeCompleted). One goroutine reads all nodes in
+// pollNodeLoad reads the count of every node that is up when the limiter
+// says it is due (Limiter.NodeReadingDue, never outside the fleet mode),
+// and hands it over (Limiter.NodeCompleted). It asks every NodePoll: a
+// sidecar's share of a node decides how often its count is read, and a
+// share that grows must be read at once. One goroutine reads all nodes in
 // turn: a reading is one small query on a pool connection, answered in a
 // fraction of a millisecond, and a slow node only delays the others'.
 func (p *Proxy) pollNodeLoad(ctx context.Context) {
-	next := map[limiter.NodeID]time.Time{}
-	warned := map[limiter.NodeID]bool{}
+	retry := map[limiter.NodeID]time.Time{}
 	t := time.NewTimer(nodeLoadIdle)
 	defer t.Stop()
 	for {
@@ -42,15 +43,14 @@ func (p *Proxy) pollNodeLoad(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		wait := nodeLoadIdle
+		every := p.limiter.NodePoll()
+		if every == 0 {
+			t.Reset(nodeLoadIdle)
+			continue
+		}
 		for _, n := range p.cluster.Nodes() {
 			id := limiter.NodeID(n.ID)
-			every := p.limiter.NodePollInterval(id)
-			if every == 0 || !n.Up() {
-				continue
-			}
-			if at := next[id]; time.Now().Before(at) {
-				wait = min(wait, time.Until(at))
+			if !n.Up() || time.Now().Before(retry[id]) || !p.limiter.NodeReadingDue(id) {
 				continue
 			}
 			rctx, cancel := context.WithTimeout(ctx, nodeLoadTimeout)
@@ -61,18 +61,15 @@ func (p *Proxy) pollNodeLoad(ctx context.Context) {
 			case err == nil:
 				p.limiter.NodeCompleted(id, total)
 			case errors.As(err, &se):
-				if !warned[id] {
-					warned[id] = true
+				if _, seen := retry[id]; !seen {
 					p.log.Info("the node does not report its completed requests; its fleet limit follows latencies alone",
 						zap.String("node", n.Addr), zap.Error(err))
 				}
-				every = nodeLoadRetry
+				retry[id] = time.Now().Add(nodeLoadRetry)
 			case ctx.Err() == nil:
 				p.log.Debug("cannot read the node's completed requests", zap.String("node", n.Addr), zap.Error(err))
 			}
-			next[id] = time.Now().Add(every)
-			wait = min(wait, every)
 		}
-		t.Reset(wait)
+		t.Reset(every)
 	}
 }
