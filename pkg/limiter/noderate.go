@@ -14,41 +14,48 @@ package limiter
 // concurrency does not serve more.
 //
 // Only a sidecar that carries most of the node's requests (its answers
-// are at least fleetRateShare of the node's) acts on the rate: the cuts
-// or raises of one sidecar of many cannot move it, and when all of them
-// move together the node's rate also moves for reasons of its own (it got
-// slower), which are not their doing (undoing cuts in a fleet of 8 took
-// Jain's index from 0.89 to 0.45 in the simulator). Such a sidecar:
+// are at least fleetRateShare of the node's, on average and in the
+// interval judged) acts on the rate: the cuts or raises of one sidecar of
+// many cannot move it, and when all of them move together the node's rate
+// also moves for reasons of its own (it got slower), which are not their
+// doing (undoing cuts in a fleet of 8 took Jain's index from 0.89 to 0.45
+// in the simulator). Such a sidecar:
 //
-//   - cuts at most once per reading, so that each reading judges one cut
+//   - cuts at most once per reading, so that a reading follows every cut
 //     (cuts every window would take the limit down tenfold before the
 //     first reading, and the rate would swing with the limit inside every
 //     reading's interval);
-//   - notes the node's rate and the window's minimum where a run of cuts
-//     began. The run lasts until a reading finds the last window under
-//     the target: the cuts drained what they were for;
-//   - undoes a run when a reading finds the node's rate fallen by more
-//     than its noise while the last window was still over the target: the
-//     latency was not a queue. The minimum where the run began becomes the
+//   - judges a run of cuts as a whole, against the node's rate and the
+//     window's minimum where it began, until the limit grows back: cuts
+//     that each cost less than the rate's noise would otherwise slide the
+//     limit down step by step;
+//   - undoes the run when a reading finds the rate fallen by more than its
+//     noise while the last window was still over the target: the latency
+//     was not a queue. The minimum where the run began becomes the
 //     baseline, so that the law measures queues from there, and a climb
 //     starts from the run's limit (below). If the rate fell once the last
 //     window was under the target, the cuts drained a queue and went on
-//     past the node's knee: the limit goes back to where it was at the
-//     reading before;
+//     past the node's knee: the limit goes one reading back;
 //   - probes a limit that bound for fleetProbeAfter windows in a row
 //     (whether the law would cut it or grow it by its slow steps): it
 //     doubles it for a reading's interval. A raise that the node turns
-//     into more throughput than its noise is kept, the window's minimum
-//     becomes the baseline, and the climb goes on, doubling while the
-//     limit still binds and each doubling still serves more. The first
-//     raise that does not is taken back. A probe that gains nothing makes
-//     the next wait twice as long as the last (up to fleetProbeGapMax),
-//     until the node's rate moves to half or twice where it failed.
+//     into more throughput than twice its noise is kept, the window's
+//     minimum becomes the baseline, and the climb goes on, doubling while
+//     the limit still binds and each doubling still serves more. The
+//     first raise that does not is taken back. A probe that gains nothing
+//     makes the next wait twice as long as the last (up to
+//     fleetProbeGapMax), until the node's rate moves to half or twice
+//     where it failed.
+//
+// The rate's noise is the smoothed relative change between readings while
+// the limit held, a change by more than half counting as half (an idle
+// sidecar busy again is a change of load, not noise); an interval in which
+// this sidecar sent nothing is not judged.
 //
 // Reading the count costs the node one small request. A sidecar reads it
 // every Config.NodePoll, less often the smaller its share of the node's
-// answers (NodePollInterval), so that a fleet asks each node about the
-// same number of times a second however many sidecars there are.
+// answers (NodeReadingDue), so that a fleet asks each node about the same
+// number of times a second however many sidecars there are.
 import (
 	"math"
 	"time"
@@ -168,7 +175,7 @@ func (f *fleet) judgeProbe(now int64) bool {
 
 // reading takes the node's count at now and reports whether it changed
 // the limit.
-func (f *fleet) reading(now int64, total uint64, cfg *Config) bool {
+func (f *fleet) reading(now int64, total uint64) bool {
 	r := &f.nr
 	prevAt, prevTotal, prevRate := r.at, r.total, r.rate
 	answers := r.answers - r.answersAt
@@ -202,10 +209,7 @@ func (f *fleet) reading(now int64, total uint64, cfg *Config) bool {
 		return changed
 	}
 	if prevRate > 0 && math.Abs(f.limit-limitBefore) <= 0.1*limitBefore {
-		// The rate's noise, from readings between which this sidecar's
-		// limit held: growth and cuts would count as noise.
-		// A change by more than half is a change of load (an idle
-		// sidecar busy again), not noise: it counts as half.
+		// The rate's noise (see the file's comment).
 		c := min(math.Abs(r.rate-prevRate)/prevRate, 0.5)
 		if r.noise == 0 {
 			r.noise = c
@@ -224,7 +228,7 @@ func (f *fleet) reading(now int64, total uint64, cfg *Config) bool {
 		}
 		return false
 	}
-	if r.runLimit == 0 || r.prevAt < r.cutAt {
+	if r.prevAt < r.cutAt {
 		return false // judged by a reading after the last cut
 	}
 	// The run's cuts are judged together, against the rate where the run
@@ -310,7 +314,7 @@ func (l *Limiter) NodeCompleted(id NodeID, total uint64) {
 	}
 	n := &l.nodes[id]
 	now := l.now()
-	if !n.fl.reading(now, total, &l.cfg) {
+	if !n.fl.reading(now, total) {
 		l.mu.Unlock()
 		return
 	}
