@@ -243,8 +243,9 @@ func TestRuleResentRequestHoldsOnePermit(t *testing.T) {
 		c.SpeculativeMaxExecutions = 0
 	})
 	waitNodesUp(t, p, cl)
-	// v5: the proxy's own pool, connected to both nodes before it serves,
-	// so the other node is there to send the request again to.
+	// v5: the proxy's own pool, connected to both nodes (it serves once
+	// one is), so the other node is there to send the request again to.
+	waitPoolsConnected(t, p, cl)
 	c := dialRaw(t, p.Addr, frame.V5)
 	meta := c.prepare(1, "SELECT * FROM ks.kv WHERE k = ?")
 	for i := range 20 {

@@ -215,6 +215,18 @@ func waitNodesUp(tb testing.TB, p *proxytest.Proxy, cl *fakenode.Cluster) {
 	}
 }
 
+// waitPoolsConnected waits until the proxy has a pool connection to every
+// node of cl: a node is up for the proxy (its control connection sees it)
+// before the pool's dial to it has finished.
+func waitPoolsConnected(tb testing.TB, p *proxytest.Proxy, cl *fakenode.Cluster) {
+	tb.Helper()
+	for _, addr := range cl.Addrs() {
+		waitFor(tb, "a pool connection to "+addr, func() bool {
+			return metricValue(tb, p, `cqlgate_backend_connections{node="`+addr+`"}`) >= 1
+		})
+	}
+}
+
 // poolKiller makes the proxy's v4 connections fail while its v5 ones (the
 // proxy's own pool, opened at start in the highest version) stay up: every
 // v4 frame a node reads once it is on resets its connection, new ones'
