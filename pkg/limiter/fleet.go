@@ -121,12 +121,8 @@ type fleet struct {
 	refWait  float64
 	unqueued float64 // smoothed mean latency of the windows under the target
 
-	calm bool // the last window was under the target
-	// bound: the limit bound in the last window; maxLimit is the
-	// config's, for the node's rate to raise the limit to (noderate.go).
-	bound    bool
-	maxLimit float64
-	nr       nodeRate // the node's own count of completed requests (noderate.go)
+	calm bool     // the last window was under the target
+	nr   nodeRate // the node's own count of completed requests (noderate.go)
 }
 
 // slower reports whether the window's latencies look scaled up rather than
@@ -187,7 +183,6 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 	elapsed := now - f.start
 	defer f.startWindow(now)
 	limit := f.limit
-	f.bound, f.maxLimit = limited, float64(cfg.MaxLimit)
 	settling := f.grew
 	f.grew = false
 	switch {

@@ -142,7 +142,7 @@ func (f *fleet) probing(now int64) bool {
 // into throughput is kept, and the climb goes on: the limit doubles while
 // each doubling still serves more and the limit still binds. The first
 // raise that does not pays its way is taken back, and the climb ends there.
-func (f *fleet) judgeProbe(now int64) bool {
+func (f *fleet) judgeProbe(now int64, cfg *Config) bool {
 	r := &f.nr
 	if r.prevAt < r.probeAt {
 		return false
@@ -153,12 +153,12 @@ func (f *fleet) judgeProbe(now int64) bool {
 		f.refLimit = 0
 		r.probeGap = 0
 		r.probed++
-		if !f.bound {
-			r.probeFrom = 0 // the client does not use more
+		if r.bound == 0 {
+			r.probeFrom = 0 // the last window did not bind: the client uses no more
 			return false
 		}
 		r.probeFrom, r.probeRate, r.probeAt = f.limit, r.rate, now
-		f.limit = min(2*f.limit, f.maxLimit)
+		f.limit = f.doubled(f.limit, cfg)
 		return true
 	}
 	climbed := r.probeGap == 0 && r.probed > 0
@@ -173,9 +173,14 @@ func (f *fleet) judgeProbe(now int64) bool {
 	return true
 }
 
+// doubled is a climb's next step from limit.
+func (f *fleet) doubled(limit float64, cfg *Config) float64 {
+	return min(fleetProbeStep*limit, float64(cfg.MaxLimit))
+}
+
 // reading takes the node's count at now and reports whether it changed
 // the limit.
-func (f *fleet) reading(now int64, total uint64) bool {
+func (f *fleet) reading(now int64, total uint64, cfg *Config) bool {
 	r := &f.nr
 	prevAt, prevTotal, prevRate := r.at, r.total, r.rate
 	answers := r.answers - r.answersAt
@@ -217,7 +222,7 @@ func (f *fleet) reading(now int64, total uint64) bool {
 		r.noise += (c - r.noise) / 8
 	}
 	if r.probeFrom != 0 {
-		return f.judgeProbe(now)
+		return f.judgeProbe(now, cfg)
 	}
 	if r.runLimit == 0 || now <= r.runAt {
 		return false
@@ -251,7 +256,7 @@ func (f *fleet) reading(now int64, total uint64) bool {
 	f.refLimit = 0
 	r.probeFrom, r.probeRate, r.probeAt = max(f.limit, r.runLimit), r.runRate, now
 	r.runLimit = 0
-	f.limit = min(2*r.probeFrom, f.maxLimit)
+	f.limit = f.doubled(r.probeFrom, cfg)
 	return true
 }
 
@@ -314,7 +319,7 @@ func (l *Limiter) NodeCompleted(id NodeID, total uint64) {
 	}
 	n := &l.nodes[id]
 	now := l.now()
-	if !n.fl.reading(now, total) {
+	if !n.fl.reading(now, total, &l.cfg) {
 		l.mu.Unlock()
 		return
 	}
