@@ -157,6 +157,7 @@ func (c *client) handshake() error {
 		case authVersion != 0 && h.Opcode == frame.OpAuthResponse:
 			if out, done = c.login(authVersion, h.Stream, body); done {
 				c.version = authVersion
+				c.p.handshakeEnded(c) // before AUTH_SUCCESS is written, as for READY
 			}
 		case authVersion != 0:
 			out = frame.AppendError(nil, authVersion, h.Stream, frame.ErrCodeProtocol,
@@ -175,6 +176,10 @@ func (c *client) handshake() error {
 			if c.p.auth == nil {
 				c.version = h.Version
 				out, done = frame.AppendReady(nil, h.Version, h.Stream), true
+				// Served from before READY is written: a client that opens
+				// its next connection on READY must not find this one still
+				// pending, evictable, with the limit not counting it.
+				c.p.handshakeEnded(c)
 			} else {
 				authVersion = h.Version
 				out = auth.AppendAuthenticate(nil, h.Version, h.Stream, auth.PasswordAuthenticator)

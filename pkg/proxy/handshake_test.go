@@ -129,3 +129,42 @@ func TestHandshakeFloodFromOneAddressSparesOthers(t *testing.T) {
 	}
 	_ = flood
 }
+
+// A connection counts as served from the moment its READY is on the wire:
+// a client that opens its next connection as soon as READY arrives must not
+// find the previous one still pending, or the new connection evicts it as
+// a stalled handshake and is served past --max-client-connections.
+func TestReadyConnectionIsNotEvictedByTheNext(t *testing.T) {
+	node := fakenode.Start(t, fakenode.Config{})
+	p := proxytest.Start(t, []string{node.Addr()}, func(cfg *config.Config) {
+		cfg.MaxClientConnections = 1
+	})
+	for i := range 200 {
+		first := dialRaw(t, p.Addr, frame.V4)
+		over, err := net.Dial("tcp", p.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = over.SetDeadline(time.Now().Add(10 * time.Second))
+		w, rd := frame.NewWriter(over), frame.NewReader(over, 1<<20)
+		if err := w.WriteFrame(frame.AppendOptions(nil, frame.V4, 7)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := rd.ReadFrame()
+		if err != nil {
+			t.Fatalf("round %d: the connection over the limit: %v", i, err)
+		}
+		if code := errorCode(t, b.B); code != frame.ErrCodeOverloaded {
+			t.Fatalf("round %d: the connection over the limit got %s; want OVERLOADED", i, describe(b.B))
+		}
+		b.Release()
+		over.Close()
+		first.nc.Close()
+		waitFor(t, "the served connection to close", func() bool {
+			return metricValue(t, p, "cqlgate_client_connections") == 0
+		})
+	}
+}

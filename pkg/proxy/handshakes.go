@@ -98,7 +98,8 @@ func (p *Proxy) forgetPendingLocked(c *client) {
 }
 
 // handshakeEnded takes c off the pending handshakes, whether it succeeded
-// or not.
+// or not. A successful handshake calls it before its last answer is written,
+// and serve once more when the handshake returns; the second call is a no-op.
 func (p *Proxy) handshakeEnded(c *client) {
 	p.mu.Lock()
 	p.forgetPendingLocked(c)
