@@ -358,3 +358,36 @@ func TestFleetLawIgnoresUnsampledAnswers(t *testing.T) {
 		t.Errorf("fast answers released as samples left the node at %.2f of its capacity: this test no longer shows what it guards against", served[Success])
 	}
 }
+
+// Eight sidecars in front of a node of 16 threads (the node of make fleet:
+// 5ms + an exponential 5ms per request) that slows 1.6x. Each sidecar has
+// two requests of the node's 16, so its windows' minima are noisy, the
+// test on the latencies' shape alone does not fire, and the cuts went on
+// for as long as the node stayed slow, sliding the fleet below the slower
+// node's knee. The node's rate falling while the latency stands ends them.
+func TestFleetOfSmallSidecarsRecognisesASlowerNode(t *testing.T) {
+	const k, capacity = 8, 16
+	run := func(with ...func(*Config)) float64 {
+		fs := newFleetSim(t, k, 100, capacity, 5*time.Millisecond, with...)
+		fs.b.fixed = 5 * time.Millisecond
+		fs.s.run(10 * time.Second)
+		fs.b.fixed, fs.b.service = 8*time.Millisecond, 8*time.Millisecond
+		fs.s.run(14 * time.Second)
+		before := 0
+		for _, n := range fs.served() {
+			before += n
+		}
+		fs.s.run(22 * time.Second)
+		n := -before
+		for _, c := range fs.served() {
+			n += c
+		}
+		return float64(n) / (capacity / 0.016 * 8)
+	}
+	withRate := run()
+	latencyOnly := run(func(c *Config) { c.NodePoll = -1 })
+	t.Logf("the slower node's capacity served in the 8s after 4s: %.2f with the node's rate, %.2f without", withRate, latencyOnly)
+	if withRate < 0.9 {
+		t.Errorf("served %.2f of the slower node's capacity; want at least 0.9", withRate)
+	}
+}

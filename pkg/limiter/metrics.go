@@ -37,8 +37,9 @@ type NodeStats struct {
 	// clients'), as the fleet law last read it; 0 when unknown.
 	NodeRate float64
 	// Undone counts runs of cuts the node's rate undid; Probes counts
-	// probes it kept.
-	Undone, Probes uint64
+	// probes it kept; Rebased counts runs of cuts it ended with a new
+	// baseline (a sidecar with a small share of the node).
+	Undone, Probes, Rebased uint64
 }
 
 // Stats is a snapshot of the Limiter, as exported in its metrics.
@@ -84,7 +85,7 @@ func (l *Limiter) Stats() Stats {
 			s.LimitExact += n.exact
 		}
 		s.Nodes = append(s.Nodes, NodeStats{ID: NodeID(i), Active: n.active, Limit: int(n.limit), LimitExact: n.exact, InFlight: int(n.inflight), LimitChanges: n.changes,
-			NodeRate: n.fl.nr.rate, Undone: n.fl.nr.undone, Probes: n.fl.nr.probed})
+			NodeRate: n.fl.nr.rate, Undone: n.fl.nr.undone, Probes: n.fl.nr.probed, Rebased: n.fl.nr.rebased})
 	}
 	s.Limit = sum
 	if l.globalLimit > 0 {
@@ -118,7 +119,7 @@ func newCollector(l *Limiter) *collector {
 		doubleRel:      d("double_releases_total", "Permits released more than once (ignored; a bug)."),
 		maxWait:        d("queue_max_wait_seconds", "The longest a request may wait in the queue (--queue-max-wait), for alerts on queue wait near its bound."),
 		nodeRate:       d("node_rate", "Fleet mode: the rate of requests a Cassandra node completed for all its clients, from its own count (system_views.thread_pools), as last read; 0 in the other modes.", "node"),
-		rateDecisions:  d("rate_decisions_total", "Fleet mode: limit changes decided by the node's own rate: undo (cuts that cost the node throughput, undone) and probe (a raise that the node turned into throughput, kept).", "node", "decision"),
+		rateDecisions:  d("rate_decisions_total", "Fleet mode: limit changes decided by the node's own rate: undo (cuts that cost the node throughput, undone), probe (a raise that the node turned into throughput, kept) and rebase (cuts of many sidecars that cost the node throughput while its latency stood: a slower node, whose latency becomes the baseline).", "node", "decision"),
 	}
 }
 
@@ -146,6 +147,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.nodeRate, g, n.NodeRate, id)
 			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Undone), id, "undo")
 			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Probes), id, "probe")
+			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Rebased), id, "rebase")
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.globalLimit, g, float64(s.Limit))
