@@ -391,3 +391,23 @@ func TestFleetOfSmallSidecarsRecognisesASlowerNode(t *testing.T) {
 		t.Errorf("served %.2f of the slower node's capacity; want at least 0.9", withRate)
 	}
 }
+
+// A probe that gains nothing makes the next one wait twice as long (up to
+// fleetProbeGapMax): one sidecar in front of a node it keeps busy (where
+// no probe can gain) probes a few times a minute. The raise that ends a
+// climb is exempt, and every failure after it was exempt too, so that the
+// limit doubled every second or so, a queue of more than the node's own
+// concurrency each time (the simulator's backend p99 2.3x unloaded).
+func TestFleetFailedProbesBackOff(t *testing.T) {
+	fs := newFleetSim(t, 1, 2048, 128, 2500*time.Microsecond)
+	fs.b.fixed = 2500 * time.Microsecond
+	fs.s.run(10 * time.Second)
+	f := &fs.ls[0].nodes[0].fl
+	before := f.nr.failed
+	fs.s.run(70 * time.Second)
+	n := f.nr.failed - before
+	t.Logf("%d probes taken back in a minute", n)
+	if n > 10 {
+		t.Errorf("%d probes taken back in a minute of a node kept busy; want at most 10 (one every %v at most, after the first few)", n, time.Duration(fleetProbeGapMax))
+	}
+}

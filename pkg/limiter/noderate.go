@@ -136,6 +136,7 @@ type nodeRate struct {
 	probeAt   int64
 	probeNext int64   // no probe before then
 	probeGap  int64   // the wait after the last failed probe
+	climbing  bool    // the last probe judged was kept
 	gapRate   float64 // the node's rate when the last probe failed
 	bound     int     // windows in a row in which the limit bound
 	cutAt     int64   // the last cut (of a sidecar that judges its cuts)
@@ -143,6 +144,7 @@ type nodeRate struct {
 
 	undone, probed uint64 // runs undone, probes kept
 	rebased        uint64 // runs ended by a new baseline (rebase)
+	failed         uint64 // probes taken back (for tests)
 }
 
 // probing reports whether to open a probe at the end of a window (the
@@ -181,6 +183,7 @@ func (f *fleet) judgeProbe(now int64, cfg *Config) bool {
 		f.refLimit = 0
 		r.probeGap = 0
 		r.probed++
+		r.climbing = true
 		if r.bound == 0 {
 			r.probeFrom = 0 // the last window did not bind: the client uses no more
 			return false
@@ -189,7 +192,10 @@ func (f *fleet) judgeProbe(now int64, cfg *Config) bool {
 		f.limit = f.doubled(f.limit, cfg)
 		return true
 	}
-	climbed := r.probeGap == 0 && r.probed > 0
+	// The raise that ends a climb is no failed probe; any later one is.
+	climbed := r.climbing
+	r.climbing = false
+	r.failed++
 	f.limit, r.probeFrom = r.probeFrom, 0
 	// The next run of cuts is judged against the rate before the raise.
 	r.rate = r.probeRate
