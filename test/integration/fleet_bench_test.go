@@ -112,7 +112,7 @@ func BenchmarkFleet(b *testing.B) {
 					sim := simulate(b, spec, simNode)
 					row := fleetRow(spec, r, sim)
 					rows = append(rows, row)
-					b.Logf("%s  (%s)", row, time.Since(began).Round(time.Second))
+					b.Logf("%s  (%s; answers per proxy %v)", row, time.Since(began).Round(time.Second), r.PerProxy)
 					if err := fleetsim.WritePlot(filepath.Join(out, plotName(spec)+".png"), r.Plot); err != nil {
 						b.Error(err)
 					}

@@ -49,6 +49,7 @@ type fleetOut struct {
 	ClientRatio, BackendRatio  float64
 	OverShare, NodeOverShare   float64
 	Jain                       float64
+	PerProxy                   []int64 // successes after warm-up, per proxy (Jain's input)
 	Converge                   []float64
 	LimitSum                   float64 // mean sum of the proxies' limits / the node's threads
 	Late, Unsent, Sent         int64
@@ -285,7 +286,7 @@ func (r *fleetRecorder) figures(model capnode.Model, inNode, limits []float64, o
 		out.ClientRatio = float64(r.okNorm.ValueAtQuantile(99)) / r.unloadedC
 		out.BackendRatio = float64(r.beNorm.ValueAtQuantile(99)) / r.unloadedB
 	}
-	out.Jain = jainIndex(r.perCar)
+	out.Jain, out.PerProxy = jainIndex(r.perCar), r.perCar
 	for i := range len(r.beBins) {
 		plot.TL = append(plot.TL, float64(i+1)*fleetLatBin.Seconds())
 		plot.Ratio = append(plot.Ratio, p99(r.beBins[i]))
