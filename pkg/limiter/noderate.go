@@ -25,9 +25,9 @@ package limiter
 // make fleet did; the test on the latencies' shape (fleet.go) needs
 // steadier minima than so few samples give.
 //
-// Only a sidecar that carries most of the node's requests (its answers
-// are at least fleetRateShare of the node's, on average and in the
-// interval judged) acts on the rate further: the cuts or raises of one
+// Only a sidecar that carries nearly all of the node's requests (its
+// answers are at least fleetRateShare of the node's on average, and
+// fleetRateOurs in the interval judged) acts on the rate further: the cuts or raises of one
 // sidecar of many cannot move it, and when all of them move together the
 // node's rate also moves for reasons of its own (it got slower), which are
 // not their doing (undoing cuts in a fleet of 8 took Jain's index from
@@ -94,6 +94,11 @@ const (
 	// of the node (make fleet, N = 4: Jain 0.83 and 0.72; 0.98 and 0.96
 	// at 0.8).
 	fleetRateShare = 0.8
+	// fleetRateOurs is the least share of one interval's requests with
+	// which that interval is judged: lower than fleetRateShare, because
+	// the sidecar's answers and the node's count are not taken at the same
+	// instant, and one interval's share wanders by more than the average's.
+	fleetRateOurs = 0.5
 	// fleetPollShare: a sidecar whose share of the node's answers is s
 	// reads the count every NodePoll*max(1, fleetPollShare/s).
 	fleetPollShare = 0.1
@@ -236,7 +241,7 @@ func (f *fleet) reading(now int64, total uint64, cfg *Config) bool {
 	r.ours = false
 	if done > 0 {
 		s := min(float64(answers)/float64(done), 1)
-		r.ours = s >= fleetRateShare
+		r.ours = s >= fleetRateOurs
 		if r.share == 0 {
 			r.share = s
 		}
