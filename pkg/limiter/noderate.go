@@ -27,11 +27,11 @@ package limiter
 //
 // Only a sidecar that carries nearly all of the node's requests (its
 // answers are at least fleetRateShare of the node's on average, and
-// fleetRateOurs in the interval judged) acts on the rate further: the cuts or raises of one
-// sidecar of many cannot move it, and when all of them move together the
-// node's rate also moves for reasons of its own (it got slower), which are
-// not their doing (undoing cuts in a fleet of 8 took Jain's index from
-// 0.89 to 0.45 in the simulator). Such a sidecar:
+// fleetRateOurs in the interval judged) acts on the rate further: the cuts
+// or raises of one sidecar of many cannot move it, and when all of them
+// move together the node's rate also moves for reasons of its own (it got
+// slower), which are not their doing (undoing cuts in a fleet of 8 took
+// Jain's index from 0.89 to 0.45 in the simulator). Such a sidecar:
 //
 //   - cuts at most once per reading, so that a reading follows every cut
 //     (cuts every window would take the limit down tenfold before the
@@ -305,8 +305,8 @@ func (f *fleet) reading(now int64, total uint64, cfg *Config) bool {
 
 // rebase is the rule of a sidecar with a small share of the node, at a
 // reading in a run of cuts: when the node's rate fell below where it stood
-// at the first reading after the run began (by more than its noise) while
-// the window is still over the target, the cuts together cost the node
+// in the first block of readings after the run began (by more than chance)
+// while the window is still over the target, the cuts together cost the node
 // throughput and the latency stands: the node is slower, not queued. The
 // last window's minimum becomes the baseline, which ends the cuts; the
 // limits stay where they are, and the law's sub-linear growth, which keeps
@@ -353,8 +353,9 @@ func (f *fleet) cutting(now int64) bool {
 	}
 	if r.runLimit == 0 {
 		r.runLimit, r.runRate, r.runDone, r.runMin, r.runAt = f.limit, r.rate, r.done, f.wmin, now
-		if !r.ours {
-			// Set by the first block of readings after the run began.
+		if r.share < fleetRateShare || !r.ours {
+			// Judged by rebase: set by the first block of readings
+			// after the run began.
 			r.runRate, r.blockDone, r.blockTime = 0, 0, 0
 		}
 	}
