@@ -7,15 +7,26 @@
 //
 // test/drivers/java_test.go runs it.
 import com.datastax.oss.driver.api.core.CqlSession;
+import com.datastax.oss.driver.api.core.config.DefaultDriverOption;
+import com.datastax.oss.driver.api.core.config.DriverConfigLoader;
 import com.datastax.oss.driver.api.core.cql.*;
 import com.datastax.oss.driver.api.core.metadata.*;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
+import java.time.Duration;
 import java.util.*;
 
 public class Probe4 {
   static void check(boolean ok, String what) {
     if (!ok) throw new IllegalStateException("check failed: " + what);
+  }
+
+  // config is each session's own (a session closes its loader): a DROP
+  // TABLE on the node that other test packages load at the same time, on
+  // two cores, took longer than the driver's default 2 s.
+  static DriverConfigLoader config() {
+    return DriverConfigLoader.programmaticBuilder()
+        .withDuration(DefaultDriverOption.REQUEST_TIMEOUT, Duration.ofSeconds(30)).build();
   }
 
   public static void main(String[] args) {
@@ -27,7 +38,8 @@ public class Probe4 {
     int expectedNodes = Integer.parseInt(args[1]);
     String dc = args[2];
     Set<InetSocketAddress> listen = new HashSet<>(points);
-    try (CqlSession s = CqlSession.builder().addContactPoints(points).withLocalDatacenter(dc).build()) {
+    try (CqlSession s = CqlSession.builder().addContactPoints(points).withLocalDatacenter(dc)
+        .withConfigLoader(config()).build()) {
       Metadata md = s.getMetadata();
       System.out.println("protocol " + s.getContext().getProtocolVersion() + ", cluster " + md.getClusterName().orElse("?"));
       Collection<Node> nodes = md.getNodes().values();
@@ -52,7 +64,7 @@ public class Probe4 {
           "schema metadata has it_java4.t");
 
       try (CqlSession ks = CqlSession.builder().addContactPoints(points).withLocalDatacenter(dc)
-          .withKeyspace("it_java4").build()) {
+          .withConfigLoader(config()).withKeyspace("it_java4").build()) {
         PreparedStatement ins = ks.prepare("INSERT INTO t (k, v) VALUES (?, ?)");
         for (int k = 0; k < 100; k++) {
           ks.execute(ins.bind(k, "v" + k));
