@@ -168,7 +168,7 @@ func (f *fleet) probing(now int64) bool {
 		// what that probe found says little about the node now.
 		r.probeGap, r.probeNext, r.gapRate = 0, 0, 0
 	}
-	if r.rate == 0 || !r.ours || r.bound < fleetProbeAfter || now < r.probeNext || r.share < fleetRateShare {
+	if r.rate == 0 || !r.dominant() || r.bound < fleetProbeAfter || now < r.probeNext {
 		return false
 	}
 	r.bound = 0
@@ -272,7 +272,7 @@ func (f *fleet) reading(now int64, total uint64, cfg *Config) bool {
 	if r.runLimit == 0 || now <= r.runAt {
 		return false
 	}
-	if r.share < fleetRateShare || !r.ours { // see the file's comment
+	if !r.dominant() { // see the file's comment
 		f.rebase(now)
 		return false
 	}
@@ -353,7 +353,7 @@ func (f *fleet) cutting(now int64) bool {
 	}
 	if r.runLimit == 0 {
 		r.runLimit, r.runRate, r.runDone, r.runMin, r.runAt = f.limit, r.rate, r.done, f.wmin, now
-		if r.share < fleetRateShare || !r.ours {
+		if !r.dominant() {
 			// Judged by rebase: set by the first block of readings
 			// after the run began.
 			r.runRate, r.blockDone, r.blockTime = 0, 0, 0
@@ -368,6 +368,11 @@ func (f *fleet) cutting(now int64) bool {
 	r.cutAt = now
 	return true
 }
+
+// dominant reports whether this sidecar carries nearly all of the node's
+// requests, on average and in the last interval: it then judges its own
+// cuts and raises by the node's rate (see the file's comment).
+func (r *nodeRate) dominant() bool { return r.ours && r.share >= fleetRateShare }
 
 // byChance is how far apart two rates counted from a and b requests may be
 // by chance alone, relative to either: counts vary as Poisson ones do, by
