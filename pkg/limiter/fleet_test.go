@@ -105,6 +105,12 @@ type fleetSim struct {
 // Limiter asks (NodeReadingDue). with, when given, changes the config.
 func newFleetSim(t *testing.T, k, clients, capacity int, service time.Duration, with ...func(*Config)) *fleetSim {
 	t.Helper()
+	if raceEnabled {
+		// One goroutine on a virtual clock: nothing for the race detector
+		// to find, and 10x slower under it (two minutes of make test).
+		// make test runs ./pkg/... a second time without -race.
+		t.Skip("a single-goroutine simulation: runs without -race")
+	}
 	clk := newFakeClock()
 	fs := &fleetSim{s: newSim(clk, 1)}
 	fs.b = &backend{s: fs.s, capacity: capacity, service: service}
