@@ -24,6 +24,7 @@ import (
 //	cqlgate_limiter_double_releases_total       counter  ignored second Releases (bugs)
 //	cqlgate_limiter_node_rate{node}             gauge    the node's own completed requests/s (fleet law)
 //	cqlgate_limiter_rate_decisions_total{node,decision} counter  limit changes the node's rate decided
+//	cqlgate_limiter_baseline_seconds{node}      gauge    the node's unqueued latency the fleet law reads waits against
 
 // NodeStats is one node's part of Stats.
 type NodeStats struct {
@@ -40,6 +41,11 @@ type NodeStats struct {
 	// probes it kept; Rebased counts runs of cuts it ended with a new
 	// baseline (a sidecar with a small share of the node).
 	Undone, Probes, Rebased uint64
+	// Baseline is the fleet law's unqueued latency of the node (the lowest
+	// window minimum, from the backend write to the backend read), against
+	// which it reads the standing wait; 0 in the other modes or before the
+	// first window.
+	Baseline time.Duration
 }
 
 // Stats is a snapshot of the Limiter, as exported in its metrics.
@@ -85,7 +91,8 @@ func (l *Limiter) Stats() Stats {
 			s.LimitExact += n.exact
 		}
 		s.Nodes = append(s.Nodes, NodeStats{ID: NodeID(i), Active: n.active, Limit: int(n.limit), LimitExact: n.exact, InFlight: int(n.inflight), LimitChanges: n.changes,
-			NodeRate: n.fl.nr.rate, Undone: n.fl.nr.undone, Probes: n.fl.nr.probed, Rebased: n.fl.nr.rebased})
+			NodeRate: n.fl.nr.rate, Undone: n.fl.nr.undone, Probes: n.fl.nr.probed, Rebased: n.fl.nr.rebased,
+			Baseline: time.Duration(n.fl.base)})
 	}
 	s.Limit = sum
 	if l.globalLimit > 0 {
@@ -98,7 +105,7 @@ type collector struct {
 	l                                                        *Limiter
 	limit, globalLimit, inFlight, globalInFlight, queueDepth *prometheus.Desc
 	standing, admitted, rejected, limitChanges, doubleRel    *prometheus.Desc
-	maxWait, nodeRate, rateDecisions                         *prometheus.Desc
+	maxWait, nodeRate, rateDecisions, baseline               *prometheus.Desc
 }
 
 func newCollector(l *Limiter) *collector {
@@ -119,12 +126,13 @@ func newCollector(l *Limiter) *collector {
 		doubleRel:      d("double_releases_total", "Permits released more than once (ignored; a bug)."),
 		maxWait:        d("queue_max_wait_seconds", "The longest a request may wait in the queue (--queue-max-wait), for alerts on queue wait near its bound."),
 		nodeRate:       d("node_rate", "Fleet mode: the rate of requests a Cassandra node completed for all its clients, from its own count (system_views.thread_pools), as last read; 0 in the other modes.", "node"),
+		baseline:       d("baseline_seconds", "Fleet mode: the node's latency when unqueued, as this proxy measures it (the lowest minimum of a window, from the backend write to the backend read); the standing wait that cuts the limit is read against it, so proxies of one fleet should show about the same; 0 in the other modes.", "node"),
 		rateDecisions:  d("rate_decisions_total", "Fleet mode: limit changes decided by the node's own rate: undo (cuts that cost the node throughput, undone), probe (a raise that the node turned into throughput, kept) and rebase (cuts of many sidecars that cost the node throughput while its latency stood: a slower node, whose latency becomes the baseline).", "node", "decision"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.limit, c.globalLimit, c.inFlight, c.globalInFlight, c.queueDepth, c.standing, c.admitted, c.rejected, c.limitChanges, c.doubleRel, c.maxWait, c.nodeRate, c.rateDecisions} {
+	for _, d := range []*prometheus.Desc{c.limit, c.globalLimit, c.inFlight, c.globalInFlight, c.queueDepth, c.standing, c.admitted, c.rejected, c.limitChanges, c.doubleRel, c.maxWait, c.nodeRate, c.rateDecisions, c.baseline} {
 		ch <- d
 	}
 }
@@ -145,6 +153,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.limitChanges, ctr, float64(n.LimitChanges), id)
 		if n.Active {
 			ch <- prometheus.MustNewConstMetric(c.nodeRate, g, n.NodeRate, id)
+			ch <- prometheus.MustNewConstMetric(c.baseline, g, n.Baseline.Seconds(), id)
 			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Undone), id, "undo")
 			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Probes), id, "probe")
 			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Rebased), id, "rebase")

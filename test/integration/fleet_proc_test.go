@@ -119,13 +119,12 @@ func stopFleetProxies(ps []*fleetProxy) {
 	wg.Wait()
 }
 
-// limitSum scrapes every proxy's cqlgate_limiter_limit and adds them up;
-// a proxy that does not answer adds nothing.
-func limitSum(ps []*fleetProxy) float64 {
-	var mu sync.Mutex
+// gauges scrapes every proxy's gauge name and returns each proxy's sum of
+// its series; a proxy that does not answer reads 0.
+func gauges(ps []*fleetProxy, name string) []float64 {
+	v := make([]float64, len(ps))
 	var wg sync.WaitGroup
-	sum := 0.0
-	for _, p := range ps {
+	for i, p := range ps {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
@@ -134,19 +133,17 @@ func limitSum(ps []*fleetProxy) float64 {
 				return
 			}
 			for _, mf := range mfs {
-				if mf.GetName() != "cqlgate_limiter_limit" {
+				if mf.GetName() != name {
 					continue
 				}
 				for _, m := range mf.GetMetric() {
-					mu.Lock()
-					sum += m.GetGauge().GetValue()
-					mu.Unlock()
+					v[i] += m.GetGauge().GetValue()
 				}
 			}
 		})
 	}
 	wg.Wait()
-	return sum
+	return v
 }
 
 // proxyArgs are a fleet run's proxy flags for mode, in front of the node

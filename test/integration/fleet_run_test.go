@@ -49,7 +49,9 @@ type fleetOut struct {
 	ClientRatio, BackendRatio  float64
 	OverShare, NodeOverShare   float64
 	Jain                       float64
-	PerProxy                   []int64 // successes after warm-up, per proxy (Jain's input)
+	PerProxy                   []int64         // successes after warm-up, per proxy (Jain's input)
+	LimitPerProxy              []float64       // mean limit after warm-up, per proxy
+	BasePerProxy               []time.Duration // the fleet law's baseline at the end, per proxy
 	Converge                   []float64
 	LimitSum                   float64 // mean sum of the proxies' limits / the node's threads
 	Late, Unsent, Sent         int64
@@ -162,6 +164,10 @@ func runFleet(tb testing.TB, spec fleetSpec, model capnode.Model, bin, dir, host
 	bins := int(spec.d / fleetBin)
 	inNode := make([]float64, bins)
 	limits := make([]float64, bins)
+	// Each proxy's mean limit after the warm-up, and its baseline at the
+	// end: where Jain's index falls short, these tell why.
+	limitMean := make([]float64, spec.n)
+	limitReads := 0
 	start := time.Now()
 	rec.epoch = start
 	for _, g := range gens {
@@ -195,7 +201,17 @@ func runFleet(tb testing.TB, spec fleetSpec, model capnode.Model, bin, dir, host
 			case <-stop:
 				return
 			case now := <-t.C:
-				v := limitSum(ps)
+				per := gauges(ps, "cqlgate_limiter_limit")
+				v := 0.0
+				for k, x := range per {
+					v += x
+					if now.Sub(start) >= spec.warm {
+						limitMean[k] += x
+					}
+				}
+				if now.Sub(start) >= spec.warm {
+					limitReads++
+				}
 				i := int(now.Sub(start) / fleetBin)
 				for j := max(i-int(fleetLatBin/fleetBin), 0); j < min(i, bins); j++ {
 					limits[j] = v
@@ -217,6 +233,10 @@ func runFleet(tb testing.TB, spec fleetSpec, model capnode.Model, bin, dir, host
 	wg.Wait()
 	close(stop)
 	sampler.Wait()
+	for k := range limitMean {
+		limitMean[k] /= float64(max(limitReads, 1))
+	}
+	baselines := gauges(ps, "cqlgate_limiter_baseline_seconds")
 	for _, t := range timers {
 		t.Stop()
 	}
@@ -238,6 +258,10 @@ func runFleet(tb testing.TB, spec fleetSpec, model capnode.Model, bin, dir, host
 	served, nodeOver := emu.Counts()
 	out := rec.figures(model, inNode, limits, capacity*spec.load)
 	out.Late, out.Unsent = late.Load(), unsent.Load()
+	out.LimitPerProxy = limitMean
+	for _, b := range baselines {
+		out.BasePerProxy = append(out.BasePerProxy, time.Duration(b*1e9))
+	}
 	out.NodeOverShare = float64(nodeOver) / math.Max(float64(served+nodeOver), 1)
 	return out
 }
