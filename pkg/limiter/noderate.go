@@ -134,9 +134,14 @@ type nodeRate struct {
 	runMin   int64
 	runAt    int64
 	runDone  uint64 // the requests counted in runRate
-	// The block of readings being summed up (rebase).
+	// The block of readings being summed up (rebase), whether every window
+	// closed in it was under the target, and the reference block: the
+	// node's rate in the last calm block, or higher since.
 	blockDone uint64
 	blockTime int64
+	blockCalm bool
+	refRate   float64
+	refDone   uint64
 
 	// The probe (probeFrom 0: none): the limit and the node's rate before
 	// it, and when it began.
@@ -269,11 +274,11 @@ func (f *fleet) reading(now int64, total uint64, cfg *Config) bool {
 	if r.probeFrom != 0 {
 		return f.judgeProbe(now, cfg)
 	}
-	if r.runLimit == 0 || now <= r.runAt {
-		return false
-	}
 	if !r.dominant() { // see the file's comment
 		f.rebase(now)
+		return false
+	}
+	if r.runLimit == 0 || now <= r.runAt {
 		return false
 	}
 	if r.prevAt < r.cutAt {
@@ -303,44 +308,54 @@ func (f *fleet) reading(now int64, total uint64, cfg *Config) bool {
 	return true
 }
 
-// rebase is the rule of a sidecar with a small share of the node, at a
-// reading in a run of cuts: when the node's rate fell below where it stood
-// in the first block of readings after the run began (by more than chance)
-// while the window is still over the target, the cuts together cost the node
-// throughput and the latency stands: the node is slower, not queued. The
-// last window's minimum becomes the baseline, which ends the cuts; the
-// limits stay where they are, and the law's sub-linear growth, which keeps
-// the fleet fair, takes them back up. The limit is not restored as a
-// dominant sidecar's is: sidecars that each restored their own run's start
-// drifted apart (Jain 0.45 at K = 8 in the simulator). The reference is the
-// rate after the run began, not before, so that a node that slowed with a
-// queue standing (its rate falls at once) is told by the cuts' own effect.
+// rebase is the rule of a sidecar with a small share of the node, at every
+// reading: when the node's rate over a block of readings fell below the
+// reference (by more than chance) while the window is over the target in a
+// run of cuts, the node serves less and the latency stands: the node is
+// slower, not queued. The last window's minimum becomes the baseline, which
+// ends the cuts; the limits stay where they are, and the law's sub-linear
+// growth, which keeps the fleet fair, takes them back up. The limit is not
+// restored as a dominant sidecar's is: sidecars that each restored their
+// own run's start drifted apart (Jain 0.45 at K = 8 in the simulator).
+//
+// The reference is the node's rate in the last block in which every window
+// was under the target, raised since by any block that served more by more
+// than chance (the highest of several blocks' chance variations would
+// stand above the next ordinary block by more than chance): what the node
+// serves at its present speed. It is the node's, the same for every
+// sidecar, so that the sidecars of a fleet tell a slower node together.
+// Referring each to the rate where its own run of cuts began split them: a
+// sidecar whose run began after the node slowed never saw the rate fall,
+// kept the old baseline and cut on, down to a fifth of the others' limits
+// (Jain 0.79 in the simulator, 8 sidecars of a node of 16 threads at 5x).
 func (f *fleet) rebase(now int64) {
 	r := &f.nr
-	if r.prevAt < r.runAt {
-		return // no whole interval since the run began
+	if r.blockDone == 0 {
+		r.blockCalm = true
 	}
+	r.blockDone += r.done
+	r.blockTime += now - r.prevAt
+	r.blockCalm = r.blockCalm && f.calm
 	// The rate is judged over blocks of at least fleetRateBlock requests:
 	// a reading's own count varies by chance (byChance) as much as the
 	// cuts past the knee of a node of 1,600 requests/s cost it.
-	r.blockDone += r.done
-	r.blockTime += now - r.prevAt
 	if r.blockDone < fleetRateBlock {
 		return
 	}
 	rate := float64(r.blockDone) / (float64(r.blockTime) / 1e9)
-	done := r.blockDone
+	done, calm := r.blockDone, r.blockCalm
 	r.blockDone, r.blockTime = 0, 0
-	if r.runRate == 0 {
-		r.runRate, r.runDone = rate, done
-		return
+	chance := max(fleetRateAllowance, byChance(done, r.refDone))
+	switch {
+	case calm || rate > r.refRate*(1+chance):
+		r.refRate, r.refDone = rate, done
+	case r.runLimit == 0 || f.calm:
+	case rate < r.refRate*(1-chance):
+		f.base = max(f.base, r.lastMin)
+		f.refLimit, r.runLimit = 0, 0
+		r.refRate, r.refDone = rate, done
+		r.rebased++
 	}
-	if f.calm || rate >= r.runRate*(1-max(fleetRateAllowance, byChance(done, r.runDone))) {
-		return
-	}
-	f.base = max(f.base, r.lastMin)
-	f.refLimit, r.runLimit = 0, 0
-	r.rebased++
 }
 
 // cutting notes the start of a run of cuts, when the node's rate is known,
@@ -353,11 +368,6 @@ func (f *fleet) cutting(now int64) bool {
 	}
 	if r.runLimit == 0 {
 		r.runLimit, r.runRate, r.runDone, r.runMin, r.runAt = f.limit, r.rate, r.done, f.wmin, now
-		if !r.dominant() {
-			// Judged by rebase: set by the first block of readings
-			// after the run began.
-			r.runRate, r.blockDone, r.blockTime = 0, 0, 0
-		}
 	}
 	if r.share < fleetRateShare {
 		return true
