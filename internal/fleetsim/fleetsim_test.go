@@ -188,3 +188,29 @@ func TestFleetOfEightSharesASmallNodeFairly(t *testing.T) {
 		}
 	}
 }
+
+// 100 fleet-mode sidecars at 2x make fleet's node of 16 threads: each has a
+// sixth of a request at the node, so its windows wait up to 10 Windows for
+// their samples. The fleet must still hold the node near its knee. With one
+// cut per window against growth per Window of time, the sum of their limits
+// was 3.7-4.4x the node's threads and the node's p99 2.1-2.7x unloaded.
+func TestFleetOfTinySidecarsHoldsTheNodesQueue(t *testing.T) {
+	var fleet Mode
+	for _, m := range Modes() {
+		if m.Name == "fleet" {
+			fleet = m
+		}
+	}
+	for seed := uint64(1); seed <= 3; seed++ {
+		sc := Uniform(makeFleetNode(), fleet, 100, 2, 24*time.Second, seed)
+		sc.Warmup = 5 * time.Second
+		r, err := Run(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("seed %d: sum of limits %.2f of the threads, node p99 %.2fx unloaded, goodput %.2f", seed, r.LimitSum, r.P99Ratio, r.GoodCap)
+		if r.LimitSum > 2.5 || r.P99Ratio > 1.6 || r.GoodCap < 0.95 {
+			t.Errorf("seed %d: sum of limits %.2f of the threads, node p99 %.2fx unloaded, goodput %.2f; want <= 2.5, <= 1.6, >= 0.95", seed, r.LimitSum, r.P99Ratio, r.GoodCap)
+		}
+	}
+}
