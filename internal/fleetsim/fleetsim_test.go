@@ -167,12 +167,7 @@ func makeFleetNode() NodeModel {
 // the sidecars told a slower node by the node's rate together, Jain's index
 // was 0.76-0.97 over these seeds.
 func TestFleetOfEightSharesASmallNodeFairly(t *testing.T) {
-	var fleet Mode
-	for _, m := range Modes() {
-		if m.Name == "fleet" {
-			fleet = m
-		}
-	}
+	fleet, _ := ModeNamed("fleet")
 	for _, load := range []float64{2, 5} {
 		for seed := uint64(1); seed <= 3; seed++ {
 			sc := Uniform(makeFleetNode(), fleet, 8, load, 24*time.Second, seed)
@@ -195,12 +190,7 @@ func TestFleetOfEightSharesASmallNodeFairly(t *testing.T) {
 // cut per window against growth per Window of time, the sum of their limits
 // was 3.7-4.4x the node's threads and the node's p99 2.1-2.7x unloaded.
 func TestFleetOfTinySidecarsHoldsTheNodesQueue(t *testing.T) {
-	var fleet Mode
-	for _, m := range Modes() {
-		if m.Name == "fleet" {
-			fleet = m
-		}
-	}
+	fleet, _ := ModeNamed("fleet")
 	for seed := uint64(1); seed <= 3; seed++ {
 		sc := Uniform(makeFleetNode(), fleet, 100, 2, 24*time.Second, seed)
 		sc.Warmup = 5 * time.Second

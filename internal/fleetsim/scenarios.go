@@ -29,6 +29,16 @@ func Modes() []Mode {
 	}
 }
 
+// ModeNamed returns the mode of Modes called name.
+func ModeNamed(name string) (Mode, bool) {
+	for _, m := range Modes() {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Mode{}, false
+}
+
 // Timing of the sweep's runs: the node is slowed 1.6x a third of the way in
 // and restored at two thirds. 1.6x keeps the 0.5x runs below capacity while
 // slowed (at 80%), where 2x would make them 1x, a queue that never drains.

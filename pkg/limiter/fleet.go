@@ -34,11 +34,11 @@ import (
 //
 //   - An OVERLOADED or timeout outcome: limit *= Backoff.
 //   - d > target: limit = min(limit, peak) * (1 - fleetGain*(d-target)/mean)
-//     per Window of the window's length, at least halved. By Little's law d/mean is the share of the requests
-//     in the node that are standing in its queue: every sidecar cutting
-//     that share (of what it used: room it did not use is no share) lands
-//     the fleet on the node's knee plus the target, in a few windows,
-//     whatever the number of sidecars. The cut is proportional to the
+//     per Window of the window's length, at least halved. By Little's law
+//     d/mean is the share of the requests in the node that are standing in
+//     its queue: every sidecar cutting that share (of what it used: room it
+//     did not use is no share) lands the fleet on the node's knee plus the
+//     target, in a few windows, whatever the number of sidecars. The cut is proportional to the
 //     excess, so a window that noise pushes just over the target cuts
 //     almost nothing.
 //   - d <= target, and the limit bound (a request found no room): slow
@@ -255,8 +255,9 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 				// of a small limit lasts longer than a doubling, and a
 				// doubling per window let sidecars drift apart fivefold
 				// by the end of slow start, which the growth law takes
-				// tens of seconds to even out (Jain 0.92 at K = 8 in front
-				// of 16 threads in the simulator; 0.98 with the clock).
+				// tens of seconds to even out (Jain 0.93-0.94 at K = 8 in
+				// front of 16 threads in the simulator; 0.98 with the
+				// clock).
 				switch {
 				case f.ssAt == 0:
 					f.ssAt = now

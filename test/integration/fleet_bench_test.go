@@ -143,16 +143,11 @@ func simulate(tb testing.TB, spec fleetSpec, node fleetsim.NodeModel) *fleetsim.
 	if name == "fixed" {
 		name = "fixed 1024"
 	}
-	var mode *fleetsim.Mode
-	for _, m := range fleetsim.Modes() {
-		if m.Name == name {
-			mode = &m
-		}
-	}
-	if mode == nil {
+	mode, ok := fleetsim.ModeNamed(name)
+	if !ok {
 		return nil // a mode the simulator has no twin for
 	}
-	sc := fleetsim.Uniform(node, *mode, spec.n, spec.load, spec.d, 1)
+	sc := fleetsim.Uniform(node, mode, spec.n, spec.load, spec.d, 1)
 	sc.Steps, sc.Warmup = spec.steps, spec.warm
 	r, err := fleetsim.Run(sc)
 	if err != nil {

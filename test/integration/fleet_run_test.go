@@ -202,14 +202,15 @@ func runFleet(tb testing.TB, spec fleetSpec, model capnode.Model, bin, dir, host
 				return
 			case now := <-t.C:
 				per := gauges(ps, "cqlgate_limiter_limit")
+				warm := now.Sub(start) >= spec.warm
 				v := 0.0
 				for k, x := range per {
 					v += x
-					if now.Sub(start) >= spec.warm {
+					if warm {
 						limitMean[k] += x
 					}
 				}
-				if now.Sub(start) >= spec.warm {
+				if warm {
 					limitReads++
 				}
 				i := int(now.Sub(start) / fleetBin)
