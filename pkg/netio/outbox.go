@@ -94,6 +94,22 @@ func (o *Outbox) Flush() error {
 	return err
 }
 
+// FlushAll writes everything queued and returns once the queue is empty:
+// unlike Flush it waits for a write under way by another goroutine
+// rather than leaving the rest to it, so that the caller may close the
+// socket after it without cutting off what was queued. A peer that does
+// not read holds it until the socket's write deadline.
+func (o *Outbox) FlushAll() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for {
+		o.WaitIdleLocked()
+		if err := o.flushLocked(); err != nil || o.closed || len(o.queue) == 0 {
+			return err
+		}
+	}
+}
+
 // flushLocked is Flush with the lock held; it drops the lock around each
 // write so that other goroutines only append meanwhile.
 func (o *Outbox) flushLocked() error {

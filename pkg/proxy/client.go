@@ -411,6 +411,18 @@ func (c *client) flushOwn() {
 // (it will write this too), until the queue stays empty.
 func (c *client) writeQueued() error { return c.out.Flush() }
 
+// closeFlushed closes the connection once the answers queued for the
+// client are written, or at deadline if the client does not read them: a
+// request stops counting as in flight when its answer is queued, and
+// close would drop what the writer has not sent yet.
+func (c *client) closeFlushed(err error, deadline time.Time) {
+	_ = c.nc.SetWriteDeadline(deadline)
+	if werr := c.out.FlushAll(); werr != nil {
+		err = fmt.Errorf("write to client: %w", werr)
+	}
+	c.close(err)
+}
+
 // close ends the connection once; queued responses are dropped. Requests
 // still at Cassandra keep their backend streams until answered, and their
 // answers are then dropped.

@@ -544,7 +544,8 @@ func refuse(nc net.Conn, msg string) {
 }
 
 // drain waits until no client has a request in flight, or timeout, then
-// closes every client connection.
+// closes every client connection once the answers queued for it are
+// written (each client is given at least drainFlushMin for them).
 func (p *Proxy) drain(timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
@@ -562,12 +563,31 @@ func (p *Proxy) drain(timeout time.Duration) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if min := time.Now().Add(drainFlushMin); deadline.Before(min) {
+		deadline = min
+	}
 	p.mu.Lock()
+	clients := make([]*client, 0, len(p.clients))
 	for c := range p.clients {
-		c.close(errors.New("proxy shutting down"))
+		clients = append(clients, c)
 	}
 	p.mu.Unlock()
+	// At once: a client that does not read must not hold up the others.
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.closeFlushed(errors.New("proxy shutting down"), deadline)
+		}()
+	}
+	wg.Wait()
 }
+
+// drainFlushMin is the least time a client is given, at shutdown, to read
+// the answers already queued for it, even when the wait for the requests
+// in flight used up --drain-timeout.
+const drainFlushMin = time.Second
 
 // maxVersion is the highest protocol version offered to clients: the
 // configured maximum, lowered to what the cluster speaks.

@@ -148,10 +148,7 @@ func (c *client) closeAfterAnswers(err error) {
 	for deadline := time.Now().Add(time.Second); c.inflight.Load() > 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if werr := c.writeQueued(); werr != nil {
-		err = werr
-	}
-	c.close(err)
+	c.closeFlushed(err, time.Now().Add(time.Second))
 }
 
 // roleSeries hands out the per-role request and rejection counters. The

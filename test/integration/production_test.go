@@ -163,8 +163,10 @@ func TestDrainFinishesInFlightAndRefusesNew(t *testing.T) {
 	if err := busy.send(frame.AppendQuery(nil, 4, 1, "SELECT keyspace_name FROM system_schema.keyspaces", consistencyOne, 0)); err != nil {
 		t.Fatal(err)
 	}
+	// Not cqlgate_backend_in_flight_requests: the control connection's
+	// queries, slowed too, count there.
 	waitFor(t, 5*time.Second, "the slow request to be in flight", func() (bool, string) {
-		n := metricSum(t, p.Reg, "cqlgate_backend_in_flight_requests")
+		n := metricSum(t, p.Reg, "cqlgate_limiter_global_in_flight")
 		return n >= 1, fmt.Sprintf("in flight %v", n)
 	})
 	stopped := make(chan struct{})
