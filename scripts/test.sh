@@ -39,9 +39,10 @@ export CQLGATE_ARTIFACTS=${CQLGATE_ARTIFACTS:-${CQLGATE_TEST_DIR:-/tmp/cqlgate-t
 go test -race -count=1 -p 1 -timeout 40m ./... "$@"
 
 # Without -race, what the race detector would distort: the allocation checks of ./pkg/...
-# (they skip under -race; the tests that need Cassandra ran above), and the seed experiment
+# (they skip under -race; the tests that need Cassandra ran above), the longest simulations of
+# internal/fleetsim (single goroutine, virtual clock: skipped under -race), and the seed experiment
 # shrunk (50,000 goroutines through the proxy's queue, at the node's real throughput).
 if [[ $# -eq 0 ]]; then
-  CQLGATE_SKIP_CASSANDRA=1 go test -count=1 -timeout 10m ./pkg/...
+  CQLGATE_SKIP_CASSANDRA=1 go test -count=1 -timeout 10m ./pkg/... ./internal/fleetsim
   go test -count=1 -timeout 10m -run '^TestSeedExperiment(Shrunk|TwoAddresses)$' ./cmd/loadgen
 fi

@@ -204,3 +204,31 @@ func TestFleetOfTinySidecarsHoldsTheNodesQueue(t *testing.T) {
 		}
 	}
 }
+
+// One sidecar that carries all of the default node's requests, through the
+// sweep's slowdown and restore: its probes (doubling a limit that binds,
+// taken back when the node serves no more) must not cost throughput. The
+// window under way when a probe was taken back began with the probe's
+// queue in the node, and its minimum cut the limit below the node's
+// threads, where it then grew back for seconds: goodput 0.95 (the closed
+// loop, seed 1) and 0.94 (2x, seed 5) of capacity before the fix.
+func TestLoneSidecarsProbesKeepItsThroughput(t *testing.T) {
+	if raceEnabled {
+		t.Skip("two 60 s simulations: a minute under -race; make test runs them without it")
+	}
+	fleet, _ := ModeNamed("fleet")
+	node := DefaultNode()
+	for _, sc := range []Scenario{
+		Closed(node, fleet, 1, 16*node.Threads, sweepDuration, 1),
+		Uniform(node, fleet, 1, 2, sweepDuration, 5),
+	} {
+		r, err := Run(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s, seed %d: goodput %.3f of capacity, sum of limits %.2f of the threads", sc.Name, sc.Seed, r.GoodCap, r.LimitSum)
+		if r.GoodCap < 0.98 {
+			t.Errorf("%s, seed %d: goodput %.3f of capacity; want >= 0.98", sc.Name, sc.Seed, r.GoodCap)
+		}
+	}
+}

@@ -212,6 +212,12 @@ func (f *fleet) judgeProbe(now int64, cfg *Config) bool {
 	r.climbing = false
 	r.failed++
 	f.limit, r.probeFrom = r.probeFrom, 0
+	// The window under way began with the raise's queue in the node: its
+	// minimum carries that queue's wait, and the law would cut the limit
+	// taken back below where it was (a lone closed loop in the simulator
+	// spent seconds at 0.8 of the node's threads after each failed probe).
+	// A new window measures the limit taken back.
+	f.startWindow(now)
 	// The next run of cuts is judged against the rate before the raise.
 	r.rate = r.probeRate
 	if !climbed {
