@@ -145,7 +145,7 @@ type Config struct {
 
 	LimitMax int `flag:"limit-max" env:"CQLGATE_LIMIT_MAX" yaml:"limit_max" default:"4096" reload:"true" help:"highest adaptive per-node limit (at most 32768 per connection to the node)"`
 
-	LimitTolerance float64 `flag:"limit-tolerance" env:"CQLGATE_LIMIT_TOLERANCE" yaml:"limit_tolerance" default:"1.5" reload:"true" above:"1" max:"10" help:"adaptive mode: how far (as a multiple, in (1, 10]) a node's mean latency may rise above its no-load latency before the limit is cut; raise it where the latency swings with other load on the host. Fleet mode: the dead zone of a window's minimum latency over the lowest seen, 1.2 when left at 1.5"`
+	LimitTolerance float64 `flag:"limit-tolerance" env:"CQLGATE_LIMIT_TOLERANCE" yaml:"limit_tolerance" default:"1.5" reload:"true" above:"1" max:"10" help:"adaptive mode: how far (as a multiple, in (1, 10]) a node's mean latency may rise above its no-load latency before the limit is cut; raise it where the latency swings with other load on the host. Fleet mode: the dead zone of a window's minimum latency over the lowest seen, 1.2 when left at 1.5, and at least 0.5 ms over it"`
 
 	GlobalLimit int `flag:"global-limit" env:"CQLGATE_GLOBAL_LIMIT" yaml:"global_limit" default:"0" reload:"true" min:"0" max:"1073741824" help:"requests in flight to the whole cluster; 0 means the sum of the node limits"`
 

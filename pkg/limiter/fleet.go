@@ -25,11 +25,12 @@ import (
 // The minimum of n samples sits above the lower edge by about
 // noise = (mean-baseline)/n (exactly so for an exponential tail), so
 //
-//	d      = windowMin - baseline - noise         (unbiased standing wait)
-//	target = (Tolerance-1)*baseline + 2*noise      (+2*noise in slow start)
+//	d      = windowMin - baseline - noise                     (unbiased standing wait)
+//	target = max((Tolerance-1)*baseline, fleetMinWait) + 2*noise  (+2*noise in slow start)
 //
 // The noise terms matter: without them a sidecar with a small limit, hence
-// few samples, reads queues that are not there and shrinks further. At the
+// few samples, reads queues that are not there and shrinks further. So
+// does fleetMinWait, for a fast node: see there. At the
 // end of each window:
 //
 //   - An OVERLOADED or timeout outcome: limit *= Backoff.
@@ -96,6 +97,15 @@ const (
 	// has lasted 10 Windows without reaching MinSamples (a tiny limit in
 	// front of a slow node).
 	fleetMinSamples = 4
+	// fleetMinWait is the least standing wait the law tolerates. A node
+	// that answers in tens of microseconds (writes, cached reads) has a
+	// tolerance of a fifth of that, a few microseconds: less than the
+	// jitter of its host's scheduler, which then reads as a standing queue
+	// in every window. A lone sidecar of 16 writers on make bench's node
+	// was cut to 0.7x the fixed limit's throughput (0.90-1.03x with it);
+	// half a millisecond of wait is still a small share of what a
+	// Cassandra client waits for under load.
+	fleetMinWait = 500 * time.Microsecond
 )
 
 type fleet struct {
@@ -217,7 +227,7 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 		// The target standing wait: the dead zone, plus twice the noise
 		// of the minimum (the excess is about exponential: noise alone
 		// passes it in one window out of 20, and then cuts little).
-		target := (cfg.Tolerance-1)*float64(f.base) + 2*noise
+		target := max((cfg.Tolerance-1)*float64(f.base), float64(fleetMinWait)) + 2*noise
 		if f.slow {
 			// Slow start ends on a surer sign: noise alone passes
 			// twice more noise once in 150 windows.
