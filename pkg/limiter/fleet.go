@@ -271,7 +271,7 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 				switch {
 				case f.ssAt == 0:
 					f.ssAt = now
-				case limited:
+				case limited && !f.nr.dominant(): // else see reading
 					limit = min(fleetSlowCatchUp*limit, cfg.Floor*math.Exp2(float64(now-f.ssAt)/float64(fleetDoubling*cfg.Window)))
 				}
 			case !limited || settling:

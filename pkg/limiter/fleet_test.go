@@ -299,6 +299,47 @@ func TestFleetLawToleratesAFastNodesJitter(t *testing.T) {
 	}
 }
 
+// A lone sidecar that starts with a backlog (the seed experiment: 50,000
+// goroutines at once) starts at the floor, like every sidecar of a fleet
+// rolled out at once. On slow start's clock, which doubles every
+// fleetDoubling Windows so that such a fleet stays fair, it served 0.9 of
+// what a fixed limit serves only after 4.8 s, in front of a node of 5 ms;
+// the node's rate shows it alone within two readings, and from then on it
+// grows fleetSlowCatchUp a reading.
+func TestFleetLawLoneSidecarStartsFast(t *testing.T) {
+	const step = 200 * time.Millisecond
+	// per returns what each step of the first 8 s served.
+	per := func(with ...func(*Config)) []int {
+		fs := newFleetSim(t, 1, 2048, 128, 5*time.Millisecond, with...)
+		var out []int
+		prev := 0
+		for i := 1; i <= 40; i++ {
+			fs.s.run(time.Duration(i) * step)
+			out = append(out, fs.served()[0]-prev)
+			prev = fs.served()[0]
+		}
+		return out
+	}
+	fixed := per(func(c *Config) { c.Adaptive, c.NodeLimit = false, 1024 })
+	fleet := per()
+	full := 0
+	for _, n := range fixed {
+		full += n
+	}
+	full /= len(fixed)
+	at := -1
+	for i, n := range fleet {
+		if float64(n) >= 0.9*float64(full) {
+			at = i + 1
+			break
+		}
+	}
+	t.Logf("fixed serves %d a step of %v; the fleet law 0.9 of that after %d steps: %v", full, step, at, fleet)
+	if at < 0 || time.Duration(at)*step > 2*time.Second {
+		t.Errorf("the fleet law served 0.9 of a fixed limit's throughput only after %d steps of %v; want within 2 s", at, step)
+	}
+}
+
 // OVERLOADED answers cut the limit by Backoff.
 func TestFleetLawCutsOnOverloaded(t *testing.T) {
 	fs := newFleetSim(t, 1, 400, 10000, 5*time.Millisecond)

@@ -234,8 +234,8 @@ func (f *fleet) doubled(limit float64, cfg *Config) float64 {
 }
 
 // reading takes the node's count at now and reports whether it changed
-// the limit.
-func (f *fleet) reading(now int64, total uint64, cfg *Config) bool {
+// the limit; limited: a request found no room since the window began.
+func (f *fleet) reading(now int64, total uint64, limited bool, cfg *Config) bool {
 	r := &f.nr
 	prevAt, prevTotal, prevRate := r.at, r.total, r.rate
 	answers := r.answers - r.answersAt
@@ -276,6 +276,16 @@ func (f *fleet) reading(now int64, total uint64, cfg *Config) bool {
 			r.noise = c
 		}
 		r.noise += (c - r.noise) / 8
+	}
+	if f.slow && limited && r.probeFrom == 0 && r.dominant() {
+		// A sidecar alone in front of the node has no fleet to stay
+		// fair to: its slow start leaves the shared clock (fleetDoubling
+		// Windows a doubling, from the floor) and grows by
+		// fleetSlowCatchUp a reading, until a window shows a queue. A
+		// lone sidecar with a backlog (the seed experiment) took 4 s to
+		// reach the node's threads on the clock.
+		f.limit = min(fleetSlowCatchUp*f.limit, float64(cfg.MaxLimit))
+		return true
 	}
 	if r.probeFrom != 0 {
 		return f.judgeProbe(now, cfg)
@@ -436,7 +446,7 @@ func (l *Limiter) NodeCompleted(id NodeID, total uint64) {
 	}
 	n := &l.nodes[id]
 	now := l.now()
-	if !n.fl.reading(now, total, &l.cfg) {
+	if !n.fl.reading(now, total, n.blocked, &l.cfg) {
 		l.mu.Unlock()
 		return
 	}
