@@ -29,9 +29,9 @@ import (
 //	target = max((Tolerance-1)*baseline, fleetMinWait) + 2*noise  (+2*noise in slow start)
 //
 // The noise terms matter: without them a sidecar with a small limit, hence
-// few samples, reads queues that are not there and shrinks further. So
-// does fleetMinWait, for a fast node: see there. At the
-// end of each window:
+// few samples, reads queues that are not there and shrinks further; so
+// does fleetMinWait, for a fast node (see there). At the end of each
+// window:
 //
 //   - An OVERLOADED or timeout outcome: limit *= Backoff.
 //   - d > target: limit = min(limit, peak) * (1 - fleetGain*(d-target)/mean)
@@ -39,12 +39,13 @@ import (
 //     d/mean is the share of the requests in the node that are standing in
 //     its queue: every sidecar cutting that share (of what it used: room it
 //     did not use is no share) lands the fleet on the node's knee plus the
-//     target, in a few windows, whatever the number of sidecars. The cut is proportional to the
-//     excess, so a window that noise pushes just over the target cuts
-//     almost nothing.
+//     target, in a few windows, whatever the number of sidecars. The cut
+//     is proportional to the excess, so a window that noise pushes just
+//     over the target cuts almost nothing.
 //   - d <= target, and the limit bound (a request found no room): slow
 //     start doubles the limit every fleetDoubling Windows by the clock
-//     (sidecars started together stay equal), until the first window over
+//     (sidecars started together stay equal; a sidecar the node's rate
+//     shows alone grows faster, see loneStart), until the first window over
 //     the target; after that it grows by fleetGrowth*limit^0.75 per Window
 //     of the window's length. The sub-linear growth is what makes the fleet
 //     fair, as additive increase does for TCP (Chiu and Jain): the
@@ -271,8 +272,10 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 				switch {
 				case f.ssAt == 0:
 					f.ssAt = now
-				case limited && !f.nr.dominant(): // else see reading
-					limit = min(fleetSlowCatchUp*limit, cfg.Floor*math.Exp2(float64(now-f.ssAt)/float64(fleetDoubling*cfg.Window)))
+				case limited && !f.nr.dominant(): // else loneStart
+					// Never below the limit: a lone sidecar's may be
+					// past the clock when it stops being alone.
+					limit = max(limit, min(fleetSlowCatchUp*limit, cfg.Floor*math.Exp2(float64(now-f.ssAt)/float64(fleetDoubling*cfg.Window))))
 				}
 			case !limited || settling:
 			default:

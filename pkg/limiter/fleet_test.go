@@ -305,7 +305,7 @@ func TestFleetLawToleratesAFastNodesJitter(t *testing.T) {
 // fleetDoubling Windows so that such a fleet stays fair, it served 0.9 of
 // what a fixed limit serves only after 4.8 s, in front of a node of 5 ms;
 // the node's rate shows it alone within two readings, and from then on it
-// grows fleetSlowCatchUp a reading.
+// grows fleetSlowCatchUp-fold a reading while each raise pays (loneStart).
 func TestFleetLawLoneSidecarStartsFast(t *testing.T) {
 	const step = 200 * time.Millisecond
 	// per returns what each step of the first 8 s served.

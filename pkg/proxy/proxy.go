@@ -563,8 +563,8 @@ func (p *Proxy) drain(timeout time.Duration) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if min := time.Now().Add(drainFlushMin); deadline.Before(min) {
-		deadline = min
+	if least := time.Now().Add(drainFlushMin); deadline.Before(least) {
+		deadline = least
 	}
 	p.mu.Lock()
 	clients := make([]*client, 0, len(p.clients))
