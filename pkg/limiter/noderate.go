@@ -162,7 +162,7 @@ type nodeRate struct {
 	// start (0: none), loneDone the requests counted in the rate then.
 	loneFrom float64
 	loneDone uint64
-	lastMin   int64   // the last window's minimum
+	lastMin  int64 // the last window's minimum
 
 	undone, probed uint64 // runs undone, probes kept
 	rebased        uint64 // runs ended by a new baseline (rebase)
