@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/datastax/go-cassandra-native-protocol/datatype"
-
 	"github.com/cqlgate/cqlgate/internal/fakenode"
 	"github.com/cqlgate/cqlgate/internal/proxytest"
 	"github.com/cqlgate/cqlgate/pkg/config"
@@ -25,8 +23,7 @@ import (
 func TestDrainWritesAnswersAlreadyQueued(t *testing.T) {
 	cl := fakenode.StartCluster(t, 1, fakenode.Config{})
 	big := strings.Repeat("x", 12<<20)
-	cl.SetTable("ks.big", []fakenode.Column{fakenode.Key("k", datatype.Int), fakenode.Col("v", datatype.Varchar)},
-		[][]byte{fakenode.Int(1), fakenode.Text(big)})
+	cl.SetTable("ks.big", kvCols, [][]byte{fakenode.Int(1), fakenode.Text(big)})
 	p := proxytest.Start(t, cl.Addrs(), func(c *config.Config) {
 		c.DrainTimeout = 10 * time.Second
 		c.MaxFrameBytes = 32 << 20
