@@ -349,6 +349,11 @@ func (c *Conn) Kick() {
 	}
 }
 
+// Wake is Kick, for Defer: a request queued on c by a handler of another
+// connection's answer is written once that connection's read loop has
+// handed out its burst of answers, with the rest of what the burst queued.
+func (c *Conn) Wake() { c.Kick() }
+
 func (c *Conn) flushLoop() {
 	for {
 		select {
@@ -575,7 +580,13 @@ func (c *Conn) WrittenAt() time.Time { return time.Unix(0, c.written) }
 // already read from the socket, before it blocks for more. It may only be
 // called from OnResponse. A handler that hands answers to another goroutine
 // uses it to wake that goroutine once per burst instead of once per answer.
-func (c *Conn) Defer(w Waker) { c.deferred = append(c.deferred, w) }
+func (c *Conn) Defer(w Waker) {
+	// A burst often asks for the same wake-up many times in a row.
+	if k := len(c.deferred); k > 0 && c.deferred[k-1] == w {
+		return
+	}
+	c.deferred = append(c.deferred, w)
+}
 
 func (c *Conn) runDeferred() {
 	for i, w := range c.deferred {

@@ -15,10 +15,17 @@ type action struct {
 	at     int64 // ns since the epoch when admitted
 }
 
-func (a *action) deliver(l *Limiter) {
+// deliver calls the action's Waiter; via, when not nil, is the releasing
+// goroutine's (Permit.ReleaseVia).
+func (a *action) deliver(l *Limiter, via any) {
 	if a.r.Kind == 0 {
 		l.queueWait.Observe(float64(a.waited) / 1e9)
-		a.w.Admitted(a.p, l.epoch.Add(time.Duration(a.at)))
+		at := l.epoch.Add(time.Duration(a.at))
+		if vw, ok := a.w.(ViaWaiter); ok && via != nil {
+			vw.AdmittedVia(a.p, at, via)
+			return
+		}
+		a.w.Admitted(a.p, at)
 	} else {
 		a.w.Rejected(a.r)
 	}
@@ -27,15 +34,15 @@ func (a *action) deliver(l *Limiter) {
 // drainLocked admits queued requests while there is room, and rejects the
 // ones found expired or dropped by CoDel on the way, one at a time with the
 // lock released around each callback. Called with l.mu held; returns with
-// it released.
-func (l *Limiter) drainLocked(now int64) {
+// it released. via is passed on to the admitted (see ViaWaiter).
+func (l *Limiter) drainLocked(now int64, via any) {
 	for !l.closed && l.q.n > 0 {
 		a, ok := l.stepLocked(now)
 		if !ok {
 			break
 		}
 		l.mu.Unlock()
-		a.deliver(l)
+		a.deliver(l, via)
 		l.mu.Lock()
 	}
 	l.mu.Unlock()
@@ -140,12 +147,12 @@ func (l *Limiter) Sweep() {
 	if len(buf) > 0 {
 		l.mu.Unlock()
 		for i := range buf {
-			buf[i].deliver(l)
+			buf[i].deliver(l, nil)
 			buf[i] = action{}
 		}
 		l.mu.Lock()
 	}
-	l.drainLocked(now)
+	l.drainLocked(now, nil)
 }
 
 // expireDueLocked walks the wheel buckets of the ticks since the last sweep

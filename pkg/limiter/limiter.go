@@ -60,6 +60,17 @@ type Waiter interface {
 	Rejected(Reason)
 }
 
+// A ViaWaiter is a Waiter that can leave part of its work to the goroutine
+// whose Permit.ReleaseVia admitted it: that goroutine goes on working
+// before it blocks, so a request it admits can have its write batched with
+// the next ones instead of waking a writer of its own (one wake-up per
+// request is most of what queueing costs a busy proxy). A ViaWaiter
+// admitted any other way gets Admitted.
+type ViaWaiter interface {
+	Waiter
+	AdmittedVia(p Permit, now time.Time, via any)
+}
+
 // Limiter admits requests to Cassandra nodes. Create it with New; the zero
 // value is not usable. It is safe for concurrent use.
 type Limiter struct {
@@ -231,7 +242,7 @@ func (l *Limiter) SetNodes(ids []NodeID) error {
 		}
 	}
 	l.active = active
-	l.drainLocked(now)
+	l.drainLocked(now, nil)
 	return nil
 }
 
@@ -346,7 +357,7 @@ func (l *Limiter) acquire(w Waiter, flow uint64, class int, candidates []NodeID,
 		l.mu.Unlock()
 		return
 	}
-	l.drainLocked(now)
+	l.drainLocked(now, nil)
 }
 
 // rateTau is the time constant of the admission rate's smoothing: long
@@ -527,7 +538,7 @@ func (l *Limiter) CancelFlow(flow uint64) int {
 	}
 	l.mu.Unlock()
 	for i := range out {
-		out[i].deliver(l)
+		out[i].deliver(l, nil)
 	}
 	return len(out)
 }
@@ -576,7 +587,7 @@ func (l *Limiter) Reconfigure(cfg Config) error {
 			l.setLimitLocked(n, n.ad.limit)
 		}
 	}
-	l.drainLocked(now)
+	l.drainLocked(now, nil)
 	return nil
 }
 
@@ -607,7 +618,7 @@ func (l *Limiter) Close() {
 		<-l.done
 	}
 	for i := range out {
-		out[i].deliver(l)
+		out[i].deliver(l, nil)
 	}
 	if l.reg != nil {
 		l.reg.Unregister(l.collector)

@@ -482,7 +482,7 @@ func (l *Limiter) NodeCompleted(id NodeID, total uint64) {
 		return
 	}
 	l.setLimitLocked(n, n.fl.limit)
-	l.drainLocked(now)
+	l.drainLocked(now, nil)
 }
 
 // NodeReadingDue reports whether node id's count of completed requests

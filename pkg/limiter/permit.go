@@ -29,7 +29,12 @@ func (p Permit) Node() NodeID { return NodeID(p.node) }
 // when Config.DebugPermits is set and otherwise is counted in
 // cqlgate_limiter_double_releases_total and ignored, so a bug in an error
 // path cannot inflate the capacity of a production proxy.
-func (p Permit) Release(o Outcome, latency time.Duration) {
+func (p Permit) Release(o Outcome, latency time.Duration) { p.ReleaseVia(o, latency, nil) }
+
+// ReleaseVia is Release by a goroutine that has more work to do before it
+// blocks, such as a backend read loop with answers still to hand out: the
+// ViaWaiters the freed capacity admits get via (see ViaWaiter).
+func (p Permit) ReleaseVia(o Outcome, latency time.Duration, via any) {
 	l := p.l
 	if l == nil {
 		return
@@ -72,7 +77,7 @@ func (p Permit) Release(o Outcome, latency time.Duration) {
 		l.mu.Unlock()
 		return
 	}
-	l.drainLocked(l.now())
+	l.drainLocked(l.now(), via)
 }
 
 // Move transfers p to node to, when p is for another node and to has room,
@@ -114,6 +119,6 @@ func (p Permit) Move(to NodeID) (Permit, bool) {
 		l.mu.Unlock()
 		return moved, true
 	}
-	l.drainLocked(l.now())
+	l.drainLocked(l.now(), nil)
 	return moved, true
 }

@@ -156,7 +156,7 @@ func cpuTime() time.Duration {
 // OVERLOADED by the proxy itself: the cost of a rejection under overload.
 func BenchmarkForward(b *testing.B) {
 	for _, v := range []byte{frame.V4, frame.V5} {
-		for _, mode := range []string{"direct", "proxied", "nostats", "shed"} {
+		for _, mode := range []string{"direct", "proxied", "nostats", "queued", "shed"} {
 			b.Run(fmtName(v, mode), func(b *testing.B) {
 				n := benchNode(b)
 				defer n.Close()
@@ -169,6 +169,15 @@ func BenchmarkForward(b *testing.B) {
 				case "nostats":
 					p := proxytest.Start(b, []string{addr}, func(cfg *config.Config) {
 						cfg.StatementStatsEntries = 0
+					})
+					defer p.Stop()
+					addr = p.Addr
+				case "queued":
+					// 128 in flight against a limit of 16: nearly every
+					// request waits in the limiter's queue and is sent by
+					// whoever frees a permit (request.Admitted).
+					p := proxytest.Start(b, []string{addr}, func(cfg *config.Config) {
+						cfg.NodeLimit = 16
 					})
 					defer p.Stop()
 					addr = p.Addr

@@ -304,6 +304,29 @@ func (p *Proxy) priorityClass(req *request) int {
 // Admitted sends a request the limiter let through after queueing it, at
 // now; it may run on any goroutine.
 func (r *request) Admitted(p limiter.Permit, now time.Time) {
+	if conn := r.admitted(p, now); conn != nil {
+		conn.Kick()
+	}
+}
+
+// AdmittedVia is Admitted on the read loop of the backend connection via,
+// which handed out another request's answer (finishVia): its write waits
+// for the end of that loop's burst and shares a syscall with the others
+// the burst admitted, instead of waking the connection's writer each.
+func (r *request) AdmittedVia(p limiter.Permit, now time.Time, via any) {
+	conn := r.admitted(p, now)
+	if conn == nil {
+		return
+	}
+	if rl, ok := via.(*backend.Conn); ok {
+		rl.Defer(conn)
+		return
+	}
+	conn.Kick()
+}
+
+// admitted is Admitted up to the write: the connection to flush, or nil.
+func (r *request) admitted(p limiter.Permit, now time.Time) *backend.Conn {
 	r.permit = p
 	r.admittedLate = true
 	if now.IsZero() {
@@ -311,9 +334,7 @@ func (r *request) Admitted(p limiter.Permit, now time.Time) {
 	}
 	r.queued = now.Sub(r.start)
 	r.c.armHedge(r)
-	if conn := r.dispatch(now); conn != nil {
-		conn.Kick()
-	}
+	return r.dispatch(now)
 }
 
 // Rejected answers a request the limiter would not admit with OVERLOADED,
@@ -488,7 +509,7 @@ func (r *request) OnResponse(conn *backend.Conn, resp *frame.Buf) {
 	r.rule.Release(at)
 	frame.SetStream(resp.B, r.view.Stream)
 	c.sendFrom(conn, resp)
-	r.finishAt(at)
+	r.finishVia(at, conn)
 }
 
 // fail answers the client with an error the proxy generated.
@@ -535,7 +556,12 @@ func (r *request) backendLatency(now time.Time) time.Duration {
 
 // finishAt ends the request at now: the limiter, the histograms and the
 // pools get back what it held.
-func (r *request) finishAt(now time.Time) {
+func (r *request) finishAt(now time.Time) { r.finishVia(now, nil) }
+
+// finishVia is finishAt on the read loop of the backend connection rl (nil:
+// elsewhere), which the request the freed permit admits can leave its
+// write to (AdmittedVia).
+func (r *request) finishVia(now time.Time, rl *backend.Conn) {
 	c := r.c
 	c.p.metrics.requestDuration.Observe(now.Sub(r.start).Seconds())
 	if r.stmt != nil {
@@ -545,7 +571,11 @@ func (r *request) finishAt(now time.Time) {
 		r.permit.Release(limiter.Dropped, 0)
 	} else {
 		d := now.Sub(r.sent)
-		r.permit.Release(r.outcome, r.backendLatency(now))
+		var via any
+		if rl != nil {
+			via = rl // not a typed nil: AdmittedVia would take it
+		}
+		r.permit.ReleaseVia(r.outcome, r.backendLatency(now), via)
 		if r.answered {
 			c.p.metrics.observeBackend(r.node.ID, r.node.Addr, d)
 			if r.st != nil && r.outcome == limiter.Success {
