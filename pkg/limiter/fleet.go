@@ -157,7 +157,7 @@ func (f *fleet) slower(mean int64) bool {
 }
 
 func (f *fleet) reset(cfg *Config, now int64) {
-	*f = fleet{limit: cfg.Floor, slow: true}
+	*f = fleet{limit: cfg.Floor, slow: true, nr: nodeRate{noise: fleetRateNoise}}
 	f.startWindow(now)
 }
 

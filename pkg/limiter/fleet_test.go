@@ -260,11 +260,9 @@ func TestFleetLawKeepsAContendedNodesThroughput(t *testing.T) {
 	latencyOnly := run(func(c *Config) { c.NodePoll = -1 })
 	t.Logf("served in 10s: fixed %d, fleet %d (%.2fx), fleet without the node's rate %d (%.2fx)",
 		fixed, fleet, float64(fleet)/float64(fixed), latencyOnly, float64(latencyOnly)/float64(fixed))
-	// 0.8, not the 0.97: probes and climbs judged by the node's
-	// rate cost some of it (0.83 at this commit); without the rate the
-	// limit sinks to a quarter.
-	if float64(fleet) < 0.8*float64(fixed) {
-		t.Errorf("fleet law served %.2fx what a fixed limit served; want >= 0.8", float64(fleet)/float64(fixed))
+	// Without the node's rate the limit sinks to a quarter (0.80x).
+	if float64(fleet) < 0.97*float64(fixed) {
+		t.Errorf("fleet law served %.2fx what a fixed limit served; want >= 0.97", float64(fleet)/float64(fixed))
 	}
 }
 
@@ -487,5 +485,36 @@ func TestFleetFailedProbesBackOff(t *testing.T) {
 	t.Logf("%d probes taken back in a minute", n)
 	if n > 10 {
 		t.Errorf("%d probes taken back in a minute of a node kept busy; want at most 10 (one every %v at most, after the first few)", n, time.Duration(fleetProbeGapMax))
+	}
+}
+
+// The node of make bench on its 2-core host: 128 readers, whose throughput
+// still grows with concurrency up to 128 (the contention model), and which
+// warms up as the clients connect, so that the rate doubles from one
+// reading to the next while the limit holds. The rate's noise was learnt
+// from those readings: half the rate at first, decaying for seconds, and
+// no probe could pass twice that (0.73x of a fixed limit's throughput from
+// 2 to 8 s, the limit at 3-28 until 4 s). The noise now starts at
+// fleetRateNoise and a change counts as at most twice the noise so far.
+func TestFleetLawLearnsTheRatesNoiseOnceWarm(t *testing.T) {
+	run := func(with ...func(*Config)) int {
+		fs := newFleetSim(t, 1, 128, 0, 200*time.Microsecond, with...)
+		fs.b.capacity, fs.b.contention = 1<<20, 0.03
+		// Four times slower at first, as fast as it gets from 1.2 s on.
+		for i, x := range []time.Duration{4, 3, 2, 1} {
+			fs.s.after(time.Duration(i)*400*time.Millisecond, func() {
+				fs.b.service, fs.b.fixed = x*200*time.Microsecond, x*300*time.Microsecond
+			})
+		}
+		fs.s.run(2 * time.Second)
+		before := fs.served()[0]
+		fs.s.run(8 * time.Second)
+		return fs.served()[0] - before
+	}
+	fixed := run(func(c *Config) { c.Adaptive, c.NodeLimit = false, 1024 })
+	fleet := run()
+	t.Logf("served from 2 to 8 s: fixed %d, fleet %d (%.2fx)", fixed, fleet, float64(fleet)/float64(fixed))
+	if float64(fleet) < 0.95*float64(fixed) {
+		t.Errorf("fleet law served %.2fx what a fixed limit served; want >= 0.95", float64(fleet)/float64(fixed))
 	}
 }

@@ -60,10 +60,17 @@ package limiter
 //     where it failed.
 //
 // The rate's noise is the smoothed relative change between readings while
-// the limit held, a change by more than half counting as half (an idle
-// sidecar busy again is a change of load, not noise), and at least what
-// chance gives counts of the readings' size (byChance); an interval in
-// which this sidecar sent nothing is not judged.
+// the limit held after slow start, a change by more than half counting as
+// half (an idle sidecar busy again is a change of load, not noise), and at
+// least what chance gives counts of the readings' size (byChance); an
+// interval in which this sidecar sent nothing is not judged. It starts at
+// fleetRateNoise, and one change counts as at most twice the noise so far.
+// The first readings come while the clients connect and the node warms up,
+// when the rate doubles from one reading to the next at a steady limit:
+// learnt from them, the noise started at a half and took seconds to decay,
+// and no probe until then could pass twice that. A lone sidecar of 128
+// readers on make bench's node sat at a limit of 5-30 for 7 s, then 60-70,
+// where 64 and 128 serve 1.4x and 1.7x what 32 serve.
 //
 // Reading the count costs the node one small request. A sidecar reads it
 // every Config.NodePoll, less often the smaller its share of the node's
@@ -79,6 +86,10 @@ const (
 	// as a fall; twice the rate's own variation between readings, when
 	// larger, is used instead.
 	fleetRateAllowance = 0.05
+	// fleetRateNoise is the rate's noise before any reading measured it
+	// (see the file's comment): what make bench's node showed between
+	// readings 200 ms apart at a steady limit (5-10%).
+	fleetRateNoise = 0.1
 	// fleetRateChance is how many standard deviations of chance (of
 	// counts that vary as Poisson ones do) a change of the node's rate must
 	// exceed to count (byChance).
@@ -276,12 +287,13 @@ func (f *fleet) reading(now int64, total uint64, limited bool, cfg *Config) bool
 		r.probeFrom, r.runLimit = 0, 0
 		return changed
 	}
-	if prevRate > 0 && math.Abs(f.limit-limitBefore) <= 0.1*limitBefore {
-		// The rate's noise (see the file's comment).
-		c := min(math.Abs(r.rate-prevRate)/prevRate, 0.5)
-		if r.noise == 0 {
-			r.noise = c
-		}
+	if prevRate > 0 && !f.slow && math.Abs(f.limit-limitBefore) <= 0.1*limitBefore {
+		// The rate's noise (see the file's comment). A change is counted
+		// as at most twice the noise so far, so that one reading taken
+		// while the node warms up moves it by an eighth, not by half:
+		// a noise that is really larger takes a few readings more to
+		// learn.
+		c := min(math.Abs(r.rate-prevRate)/prevRate, 0.5, 2*r.noise)
 		r.noise += (c - r.noise) / 8
 	}
 	if f.slow && limited && r.probeFrom == 0 && r.dominant() {
