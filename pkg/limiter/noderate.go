@@ -54,7 +54,12 @@ package limiter
 //     into more throughput than fleetProbePays times its noise is kept,
 //     the window's minimum becomes the baseline, and the climb goes on,
 //     doubling while the limit still binds and each doubling still serves
-//     more. The first raise that does not is taken back. A probe that gains nothing
+//     more. The first raise that does not is taken back. A raise that
+//     meets all the demand (its windows do not bind) and gains something,
+//     but less than that, is read again, up to fleetProbeReadings
+//     readings, and judged on their sum, whose noise is less: a closed
+//     loop the raise covers whole may gain only a few percent, under one
+//     reading's noise. A probe that gains nothing
 //     makes the next wait twice as long as the last (up to
 //     fleetProbeGapMax), until the node's rate moves to half or twice
 //     where it failed.
@@ -134,6 +139,9 @@ const (
 	// cut it back. At 1.5 a lone sidecar overloading make fleet's node at
 	// 2x and 5x still kept the node's p99 at 1.2x the unloaded one.
 	fleetProbePays = 1.5
+	// fleetProbeReadings is the most readings a probe that meets all the
+	// demand is judged over.
+	fleetProbeReadings = 3
 	// The spacing of probes after a failed one: it doubles from
 	// fleetProbeGap to fleetProbeGapMax.
 	fleetProbeGap    = int64(time.Second)
@@ -173,7 +181,13 @@ type nodeRate struct {
 	probeFrom float64
 	probeRate float64
 	probeDone uint64 // the requests counted in probeRate
+	probeN    int    // the readings summed in probeRate
 	probeAt   int64
+	// The readings judged since the probe began, summed: done requests,
+	// nanoseconds, how many.
+	pDone     uint64
+	pTime     int64
+	pN        int
 	probeNext int64   // no probe before then
 	probeGap  int64   // the wait after the last failed probe
 	climbing  bool    // the last probe judged was kept
@@ -206,9 +220,16 @@ func (f *fleet) probing(now int64) bool {
 		return false
 	}
 	r.bound = 0
-	r.probeFrom, r.probeRate, r.probeDone, r.probeAt = f.limit, r.rate, r.done, now
+	r.openProbe(f.limit, r.rate, r.done, 1, now)
 	r.runLimit = 0
 	return true
+}
+
+// openProbe starts a probe from limit, where the node's rate was rate over
+// n readings that counted done requests.
+func (r *nodeRate) openProbe(limit, rate float64, done uint64, n int, now int64) {
+	r.probeFrom, r.probeRate, r.probeDone, r.probeN, r.probeAt = limit, rate, done, n, now
+	r.pDone, r.pTime, r.pN = 0, 0, 0
 }
 
 // judgeProbe judges the open probe at a reading whose interval it covers,
@@ -221,7 +242,14 @@ func (f *fleet) judgeProbe(now int64, cfg *Config) bool {
 	if r.prevAt < r.probeAt {
 		return false
 	}
-	if r.rate > r.probeRate*(1+max(fleetRateAllowance, fleetProbePays*r.noise, byChance(r.done, r.probeDone))) {
+	r.pDone += r.done
+	r.pTime += now - r.prevAt
+	r.pN++
+	rate := float64(r.pDone) / (float64(r.pTime) / 1e9)
+	// The noise is that of one reading against another: a rate summed
+	// over more readings varies less.
+	noise := r.noise * math.Sqrt((1/float64(r.pN)+1/float64(r.probeN))/2)
+	if rate > r.probeRate*(1+max(fleetRateAllowance, fleetProbePays*noise, byChance(r.pDone, r.probeDone))) {
 		// More concurrency served more: not a queue.
 		f.base = max(f.base, r.lastMin)
 		f.refLimit = 0
@@ -232,9 +260,19 @@ func (f *fleet) judgeProbe(now int64, cfg *Config) bool {
 			r.probeFrom = 0 // the last window did not bind: the client uses no more
 			return false
 		}
-		r.probeFrom, r.probeRate, r.probeDone, r.probeAt = f.limit, r.rate, r.done, now
+		r.openProbe(f.limit, rate, r.pDone, r.pN, now)
 		f.limit = f.doubled(f.limit, cfg)
 		return true
+	}
+	if r.bound == 0 && rate > r.probeRate && r.pN < fleetProbeReadings {
+		// The raise met all the demand (the last window did not bind)
+		// and the node served more, by less than the noise: a closed
+		// loop that the raise covers whole may gain only a few percent
+		// (128 readers on make bench's node, from a limit of 104), which
+		// one reading cannot tell from noise. It is read again; a probe
+		// that binds is not, because a queue in front of a full node is
+		// what it would hold meanwhile.
+		return false
 	}
 	// The raise that ends a climb is no failed probe; any later one is.
 	climbed := r.climbing
@@ -307,6 +345,7 @@ func (f *fleet) reading(now int64, total uint64, limited bool, cfg *Config) bool
 		c := min(math.Abs(r.rate-prevRate)/prevRate, 0.5, 2*r.noise)
 		r.noise += (c - r.noise) / 8
 	}
+
 	if f.slow && limited && r.probeFrom == 0 && r.dominant() {
 		return f.loneStart(prevRate, cfg)
 	}
@@ -342,7 +381,7 @@ func (f *fleet) reading(now int64, total uint64, limited bool, cfg *Config) bool
 	// there finds out whether more serves more still.
 	f.base = max(f.base, r.runMin)
 	f.refLimit = 0
-	r.probeFrom, r.probeRate, r.probeDone, r.probeAt = max(f.limit, r.runLimit), r.runRate, r.runDone, now
+	r.openProbe(max(f.limit, r.runLimit), r.runRate, r.runDone, 1, now)
 	r.runLimit = 0
 	f.limit = f.doubled(r.probeFrom, cfg)
 	return true
