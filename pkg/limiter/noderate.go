@@ -92,8 +92,8 @@ const (
 	// larger, is used instead.
 	fleetRateAllowance = 0.05
 	// fleetRateNoise is the rate's noise before any reading measured it
-	// (see the file's comment): what make bench's node showed between
-	// readings 200 ms apart at a steady limit (5-10%).
+	// (see the file's comment): about what make bench's node showed
+	// between readings 200 ms apart at a steady limit (0.08-0.15).
 	fleetRateNoise = 0.1
 	// fleetRateChance is how many standard deviations of chance (of
 	// counts that vary as Poisson ones do) a change of the node's rate must
@@ -345,7 +345,6 @@ func (f *fleet) reading(now int64, total uint64, limited bool, cfg *Config) bool
 		c := min(math.Abs(r.rate-prevRate)/prevRate, 0.5, 2*r.noise)
 		r.noise += (c - r.noise) / 8
 	}
-
 	if f.slow && limited && r.probeFrom == 0 && r.dominant() {
 		return f.loneStart(prevRate, cfg)
 	}

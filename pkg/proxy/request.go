@@ -46,7 +46,9 @@ const maxRetries = 2
 //     the limiter's queue. Whoever frees
 //     room (a goroutine releasing another request's permit, usually a
 //     backend read loop) calls Admitted, or the limiter's sweeper calls
-//     Rejected.
+//     Rejected. A backend read loop gets AdmittedVia instead: the request
+//     is queued on its connection at once (3), and only the wake-up of
+//     that connection's writer waits for the end of the loop's burst.
 //  3. Once queued on a connection, that connection owns it: its read loop
 //     calls OnResponse or OnFailure exactly once, and the upkeep loop may
 //     call OnTimeout before that, under the connection's lock.
