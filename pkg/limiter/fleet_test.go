@@ -160,6 +160,15 @@ func (fs *fleetSim) served() []int {
 	return out
 }
 
+// servedBetween runs the simulation to from and then to to, and returns
+// what the first sidecar's clients completed in between.
+func (fs *fleetSim) servedBetween(from, to time.Duration) int {
+	fs.s.run(from)
+	before := fs.served()[0]
+	fs.s.run(to)
+	return fs.served()[0] - before
+}
+
 func (fs *fleetSim) limitSum() float64 {
 	sum := 0.0
 	for _, l := range fs.ls {
@@ -226,10 +235,7 @@ func TestFleetLawRecoversFromASlowerNode(t *testing.T) {
 	fs := newFleetSim(t, 1, 400, capacity, 5*time.Millisecond)
 	fs.s.run(10 * time.Second)
 	fs.b.service = 10 * time.Millisecond
-	fs.s.run(15 * time.Second)
-	before := fs.served()[0]
-	fs.s.run(20 * time.Second)
-	n := fs.served()[0] - before
+	n := fs.servedBetween(15*time.Second, 20*time.Second)
 	full := capacity / 0.010 * 5
 	if float64(n) < 0.85*full {
 		t.Errorf("served %d in the 5s after the node slowed; want at least 85%% of %.0f (limit %.1f)", n, full, fs.limitSum())
@@ -250,10 +256,7 @@ func TestFleetLawKeepsAContendedNodesThroughput(t *testing.T) {
 	run := func(with ...func(*Config)) int {
 		fs := newFleetSim(t, 1, 128, 0, 200*time.Microsecond, with...)
 		contended(fs)
-		fs.s.run(5 * time.Second)
-		before := fs.served()[0]
-		fs.s.run(15 * time.Second)
-		return fs.served()[0] - before
+		return fs.servedBetween(5*time.Second, 15*time.Second)
 	}
 	fixed := run(func(c *Config) { c.Adaptive, c.NodeLimit = false, 1024 })
 	fleet := run()
@@ -277,10 +280,7 @@ func TestFleetLawToleratesAFastNodesJitter(t *testing.T) {
 	run := func(with ...func(*Config)) int {
 		fs := newFleetSim(t, 1, 16, 0, 50*time.Microsecond, with...)
 		fs.b.capacity, fs.b.contention, fs.b.fixed = 1<<20, 0.1, 30*time.Microsecond
-		fs.s.run(5 * time.Second)
-		before := fs.served()[0]
-		fs.s.run(15 * time.Second)
-		return fs.served()[0] - before
+		return fs.servedBetween(5*time.Second, 15*time.Second)
 	}
 	fixed := run(func(c *Config) { c.Adaptive, c.NodeLimit = false, 1024 })
 	latencyOnly := run(func(c *Config) { c.NodePoll = -1 })
@@ -506,10 +506,7 @@ func TestFleetLawLearnsTheRatesNoiseOnceWarm(t *testing.T) {
 				fs.b.service, fs.b.fixed = x*200*time.Microsecond, x*300*time.Microsecond
 			})
 		}
-		fs.s.run(2 * time.Second)
-		before := fs.served()[0]
-		fs.s.run(8 * time.Second)
-		return fs.served()[0] - before
+		return fs.servedBetween(2*time.Second, 8*time.Second)
 	}
 	fixed := run(func(c *Config) { c.Adaptive, c.NodeLimit = false, 1024 })
 	fleet := run()
