@@ -18,9 +18,17 @@ type simClient struct {
 	flow     uint64
 	done     int
 	rejected int
+	// paused, when set and true, holds the client's next request back.
+	paused *bool
 }
 
-func (c *simClient) acquire() { c.l.Acquire(c, c.flow, 0, nil, time.Time{}) }
+func (c *simClient) acquire() {
+	if c.paused != nil && *c.paused {
+		c.s.after(5*time.Millisecond, c.acquire)
+		return
+	}
+	c.l.Acquire(c, c.flow, 0, nil, time.Time{})
+}
 
 func (c *simClient) Admitted(p Permit, _ time.Time) {
 	c.nodes[p.Node()].send(func(o Outcome, latency time.Duration) {

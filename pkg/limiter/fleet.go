@@ -137,8 +137,9 @@ type fleet struct {
 	refWait  float64
 	unqueued float64 // smoothed mean latency of the windows under the target
 
-	calm bool     // the last window was under the target
-	nr   nodeRate // the node's own count of completed requests (noderate.go)
+	calm    bool     // the last window was under the target
+	wasCalm bool     // and the one before it
+	nr      nodeRate // the node's own count of completed requests (noderate.go)
 }
 
 // slower reports whether the window's latencies look scaled up rather than
@@ -234,7 +235,7 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 			// twice more noise once in 150 windows.
 			target += 2 * noise
 		}
-		f.calm = d <= target
+		f.wasCalm, f.calm = f.calm, d <= target
 		f.nr.lastMin = f.wmin
 		if limited {
 			f.nr.bound++

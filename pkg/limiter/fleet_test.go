@@ -515,3 +515,89 @@ func TestFleetLawLearnsTheRatesNoiseOnceWarm(t *testing.T) {
 		t.Errorf("fleet law served %.2fx what a fixed limit served; want >= 0.95", float64(fleet)/float64(fixed))
 	}
 }
+
+// make bench measures each target in turn, five seconds a round, with no
+// warm-up between rounds (only before the first): the proxy sits idle while
+// the node serves the other targets, then its clients come back at once.
+// Here 16 clients for 6 s (make bench's previous row), then 128: a warm-up
+// of 2 s and two rounds, each after 10 s of other clients' load.
+func TestFleetLawResumesWhereItLeft(t *testing.T) {
+	const round, gap = 5 * time.Second, 10 * time.Second
+	run := func(with ...func(*Config)) (rounds [2]int) {
+		fs := newFleetSim(t, 1, 128, 0, 200*time.Microsecond, with...)
+		fs.b.capacity, fs.b.contention, fs.b.fixed = 1<<20, 0.03, 300*time.Microsecond
+		paused, few := false, true
+		for i, c := range fs.cs[0] {
+			c.paused = &paused
+			if i >= 16 {
+				c.paused = &few
+			}
+		}
+		// The other targets: 128 closed loops straight to the node.
+		others := false
+		var other func()
+		other = func() {
+			if others {
+				fs.b.send(func(Outcome, time.Duration) { other() })
+			}
+		}
+		pause := func(at time.Duration) {
+			fs.s.after(at, func() {
+				paused, few, others = true, true, true
+				for range 128 {
+					other()
+				}
+			})
+			fs.s.after(at+gap, func() { paused, few, others = false, false, false })
+		}
+		at := 6 * time.Second
+		pause(at)
+		at += gap + 2*time.Second // the warm-up
+		for i := range rounds {
+			pause(at)
+			at += gap
+			rounds[i] = fs.servedBetween(at, at+round)
+			at += round
+		}
+		return rounds
+	}
+	fixed := run(func(c *Config) { c.Adaptive, c.NodeLimit = false, 1024 })
+	fleet := run()
+	for i := range fleet {
+		x := float64(fleet[i]) / float64(fixed[i])
+		t.Logf("round %d: fixed served %d, fleet %d (%.2fx)", i+1, fixed[i], fleet[i], x)
+		if x < 0.97 {
+			t.Errorf("round %d: the fleet law served %.2fx what a fixed limit served; want >= 0.97", i+1, x)
+		}
+	}
+}
+
+// A sidecar whose clients stop for a minute and come back: the window open
+// when they stopped closed with their first answers, 60 s long. Growth is
+// per Window of time, so the limit grew as if the sidecar had been limited
+// all that minute: from 20 to 140 in front of a node of 16 threads, its
+// queue filling until cuts took it back (a sidecar of a fleet was cut by
+// half instead, the most one window cuts). An idle span is no part of a
+// window.
+func TestFleetLawIgnoresAnIdleSpan(t *testing.T) {
+	fs := newFleetSim(t, 1, 64, 16, 5*time.Millisecond)
+	paused := false
+	for _, c := range fs.cs[0] {
+		c.paused = &paused
+	}
+	fs.s.run(10 * time.Second)
+	before := fs.limitSum()
+	paused = true
+	fs.s.run(70 * time.Second)
+	paused = false
+	most := 0.0
+	for i := range 10 {
+		fs.s.run(70*time.Second + time.Duration(i+1)*50*time.Millisecond)
+		most = max(most, fs.limitSum())
+	}
+	t.Logf("limit %.1f before a minute idle, at most %.1f in the half second after", before, most)
+	// A probe doubles it for a reading.
+	if most > 2.2*before {
+		t.Errorf("the limit rose from %.1f to %.1f after a minute idle; want at most a probe's doubling", before, most)
+	}
+}

@@ -493,6 +493,14 @@ func (l *Limiter) adaptLocked(now int64) {
 	for _, id := range l.active {
 		n := &l.nodes[id]
 		if l.cfg.Law == LawFleet {
+			if n.inflight == 0 && l.q.n == 0 && n.fl.count == 0 && n.fl.drops == 0 {
+				// Idle: growth and cuts are per Window of time the
+				// limit was in use, and a window left open over an idle
+				// minute grew the limit sixfold when the clients came
+				// back (TestFleetLawIgnoresAnIdleSpan).
+				n.fl.startWindow(now)
+				continue
+			}
 			if n.fl.due(now, &l.cfg) {
 				limited, peak := n.blocked, n.ad.maxInflight
 				n.blocked, n.ad.maxInflight = false, n.inflight

@@ -84,3 +84,86 @@ func TestFleetProbeThatMeetsTheDemandIsReadAgain(t *testing.T) {
 		t.Fatalf("a probe that binds, one reading 14%% up: limit %v; want taken back to 100 at once", got)
 	}
 }
+
+// loneState is a lone sidecar's fleet law at a limit of 128, past slow
+// start, whose answers are all of the node's 10,000 a second, read every
+// 200 ms.
+func loneState(t *testing.T) *probeState {
+	cfg, err := Config{Adaptive: true, Law: LawFleet}.normalized()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &probeState{t: t, cfg: cfg}
+	p.f.reset(&cfg, 0)
+	p.f.slow, p.f.limit = false, 128
+	for range 10 {
+		p.read(10000)
+	}
+	if !p.f.nr.dominant() {
+		t.Fatalf("a sidecar with all of the node's answers is not dominant: share %.2f", p.f.nr.share)
+	}
+	return p
+}
+
+// make bench's proxy sits idle while the other targets' rounds run. Its
+// share of the node's answers fell to nothing meanwhile, and when its 128
+// readers came back it judged by latencies alone for the six readings its
+// share took to climb back, cutting the limit under the readers' demand.
+// An interval in which it sent nothing leaves its share as it was.
+func TestFleetShareIsNotLearntWhileIdle(t *testing.T) {
+	p := loneState(t)
+	for range 50 { // 10 s of other clients' requests, none of this sidecar's
+		p.now += int64(200 * time.Millisecond)
+		p.total += 2000
+		p.f.reading(p.now, p.total, false, &p.cfg)
+	}
+	p.read(10000)
+	if !p.f.nr.dominant() {
+		t.Fatalf("back alone after 10 s idle: share %.2f, not dominant; want dominant at the first reading", p.f.nr.share)
+	}
+}
+
+// window closes a window of 100 answers of latency lat at 100 ms after the
+// last, with a peak of 128 in flight, the limit not binding.
+func (p *probeState) window(lat time.Duration) float64 {
+	p.now += int64(100 * time.Millisecond)
+	for range 100 {
+		p.f.record(Success, lat)
+	}
+	return p.f.update(p.now, false, 128, &p.cfg)
+}
+
+// make bench's node shares two cores with the proxy and the client: at 128
+// readers one window in three or four has every answer half a millisecond
+// late or more, at random, whatever the limit. Each such window cut a lone
+// sidecar's limit by a few percent; its growth took a second or two to make
+// up for it, and the rate's noise (a tenth between readings) hid the cost
+// of the run of cuts, so the limit sat at 90-120 under 128 readers (a fixed
+// limit of 120 served 0.92x what one of 1,024 served: the proxy's queue
+// costs CPU the node needs). A sidecar that judges its cuts by the node's
+// rate cuts on a wait that stood through two windows in a row; one of many
+// still cuts at the first.
+func TestFleetDominantSidecarCutsOnAStandingWaitOnly(t *testing.T) {
+	p := loneState(t)
+	p.window(time.Millisecond) // the baseline: 1 ms
+	p.read(10000)
+	if got := p.window(3 * time.Millisecond); got != 128 {
+		t.Fatalf("one window over the target: limit %v; want 128", got)
+	}
+	if got := p.window(time.Millisecond); got != 128 {
+		t.Fatalf("then one under it: limit %v; want 128", got)
+	}
+	if got := p.window(3 * time.Millisecond); got != 128 {
+		t.Fatalf("then one over it: limit %v; want 128", got)
+	}
+	if got := p.window(3 * time.Millisecond); got >= 128 {
+		t.Fatalf("two windows in a row over the target: limit %v; want a cut", got)
+	}
+
+	p = loneState(t)
+	p.f.nr.share = 0.1 // one of many
+	p.window(time.Millisecond)
+	if got := p.window(3 * time.Millisecond); got >= 128 {
+		t.Fatalf("a sidecar of many, one window over the target: limit %v; want a cut", got)
+	}
+}
