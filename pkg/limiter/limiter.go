@@ -494,10 +494,11 @@ func (l *Limiter) adaptLocked(now int64) {
 		n := &l.nodes[id]
 		if l.cfg.Law == LawFleet {
 			if n.inflight == 0 && l.q.n == 0 && n.fl.count == 0 && n.fl.drops == 0 {
-				// Idle: growth and cuts are per Window of time the
-				// limit was in use, and a window left open over an idle
-				// minute grew the limit sixfold when the clients came
-				// back (TestFleetLawIgnoresAnIdleSpan).
+				// Idle (nothing in flight, nobody waiting, as a paced
+				// slot's clients would): growth and cuts are per Window
+				// of time the limit was in use, and a window left open
+				// over an idle minute grew the limit sixfold when the
+				// clients came back (TestFleetLawIgnoresAnIdleSpan).
 				n.fl.startWindow(now)
 				continue
 			}

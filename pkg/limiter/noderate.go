@@ -331,8 +331,7 @@ func (f *fleet) reading(now int64, total uint64, limited bool, cfg *Config) bool
 		// of its share when it sends: make bench's proxy sits idle while
 		// the other targets' rounds run, and came back to 128 readers
 		// with its share at nothing, judging by latencies alone for the
-		// six readings the average took to climb back (0.91x of a fixed
-		// limit's throughput over the next 5 s in the simulator).
+		// six readings (1.2 s) the average took to climb back.
 		s := min(float64(answers)/float64(done), 1)
 		r.ours = s >= fleetRateOurs
 		if r.share == 0 {
