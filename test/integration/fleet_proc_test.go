@@ -33,14 +33,21 @@ func buildCqlgate(tb testing.TB, dir string) string {
 	return bin
 }
 
-// freeAddrOn returns host:port with a port free just now on host.
-func freeAddrOn(tb testing.TB, host string) string {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		tb.Fatalf("listen on %s: %v", host, err)
+// freeAddrsOn returns n distinct host:port addresses, each free just now
+// on host. The listeners stay open until all n are taken: a port closed at
+// once could be handed out again by the next pick, and two proxies of one
+// fleet then raced for it ("bind: address already in use").
+func freeAddrsOn(tb testing.TB, host string, n int) []string {
+	addrs := make([]string, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			tb.Fatalf("listen on %s: %v", host, err)
+		}
+		defer ln.Close()
+		addrs = append(addrs, ln.Addr().String())
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addrs
 }
 
 // startFleetProxies starts n proxies at once, each with args after its own
@@ -49,8 +56,9 @@ func freeAddrOn(tb testing.TB, host string) string {
 func startFleetProxies(tb testing.TB, bin, dir, host string, n int, args []string) []*fleetProxy {
 	tb.Helper()
 	ps := make([]*fleetProxy, n)
+	addrs := freeAddrsOn(tb, host, 2*n)
 	for i := range ps {
-		p := &fleetProxy{Addr: freeAddrOn(tb, host), Admin: freeAddrOn(tb, host), done: make(chan struct{})}
+		p := &fleetProxy{Addr: addrs[2*i], Admin: addrs[2*i+1], done: make(chan struct{})}
 		p.cmd = exec.Command(bin, append([]string{"--listen", p.Addr, "--admin-listen", p.Admin}, args...)...)
 		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cqlgate-%d.log", i)))
 		if err != nil {
