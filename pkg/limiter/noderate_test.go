@@ -18,13 +18,7 @@ type probeState struct {
 }
 
 func newProbeState(t *testing.T) *probeState {
-	cfg, err := Config{Adaptive: true, Law: LawFleet}.normalized()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &probeState{t: t, cfg: cfg}
-	p.f.reset(&cfg, 0)
-	p.f.slow, p.f.limit = false, 100
+	p := pastSlowStart(t, 100)
 	p.f.nr.noise = 0.1
 	p.read(10000) // the first reading: no rate yet
 	p.read(10000)
@@ -85,17 +79,24 @@ func TestFleetProbeThatMeetsTheDemandIsReadAgain(t *testing.T) {
 	}
 }
 
-// loneState is a lone sidecar's fleet law at a limit of 128, past slow
-// start, whose answers are all of the node's 10,000 a second, read every
-// 200 ms.
-func loneState(t *testing.T) *probeState {
+// pastSlowStart is a sidecar's fleet law at limit, past slow start, before
+// its first reading.
+func pastSlowStart(t *testing.T, limit float64) *probeState {
 	cfg, err := Config{Adaptive: true, Law: LawFleet}.normalized()
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &probeState{t: t, cfg: cfg}
 	p.f.reset(&cfg, 0)
-	p.f.slow, p.f.limit = false, 128
+	p.f.slow, p.f.limit = false, limit
+	return p
+}
+
+// loneState is a lone sidecar's fleet law at a limit of 128, past slow
+// start, whose answers are all of the node's 10,000 a second, read every
+// 200 ms.
+func loneState(t *testing.T) *probeState {
+	p := pastSlowStart(t, 128)
 	for range 10 {
 		p.read(10000)
 	}
