@@ -499,7 +499,10 @@ func (l *Limiter) adaptLocked(now int64) {
 				// of time the limit was in use, and a window left open
 				// over an idle minute grew the limit sixfold when the
 				// clients came back (TestFleetLawIgnoresAnIdleSpan).
+				// What bound it or peaked before the pause is no part
+				// of the window either.
 				n.fl.startWindow(now)
+				n.blocked, n.ad.maxInflight = false, 0
 				continue
 			}
 			if n.fl.due(now, &l.cfg) {

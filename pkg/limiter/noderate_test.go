@@ -5,10 +5,8 @@ import (
 	"time"
 )
 
-// probeState is a lone sidecar's fleet law at a limit of 100, past slow
-// start, with a rate's noise of 0.1 and a probe to 200 just opened at a
-// node rate of 10,000/s; readings come every 200 ms. bound says whether the
-// probe's windows bind (the clients want more than 200).
+// probeState is one sidecar's fleet law driven by hand: readings of the
+// node's count (read) and windows of latencies (window).
 type probeState struct {
 	t     *testing.T
 	f     fleet
@@ -17,6 +15,10 @@ type probeState struct {
 	total uint64
 }
 
+// newProbeState is a lone sidecar's fleet law at a limit of 100, past slow
+// start, with a rate's noise of 0.1 and a probe to 200 just opened at a
+// node rate of 10,000/s; readings come every 200 ms. Tests set
+// f.nr.bound to say whether the probe's windows bind.
 func newProbeState(t *testing.T) *probeState {
 	p := pastSlowStart(t, 100)
 	p.f.nr.noise = 0.1
