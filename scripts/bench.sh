@@ -20,6 +20,8 @@ readonly ADMIN=${BENCH_PROXY_ADMIN:-127.0.0.1:19180}
 readonly PROXY_READY_TIMEOUT=${BENCH_PROXY_TIMEOUT:-30}
 readonly BASELINE_LISTEN=${BENCH_BASELINE_LISTEN:-127.0.0.1:19045}
 readonly BASELINE_ADMIN=${BENCH_BASELINE_ADMIN:-127.0.0.1:19185}
+readonly CONTROL_LISTEN=${BENCH_CONTROL_LISTEN:-127.0.0.1:19048}
+readonly CONTROL_ADMIN=${BENCH_CONTROL_ADMIN:-127.0.0.1:19188}
 # The relays listen on the node's own address: gocql opens its pool on every address the node
 # advertises, at the port it was given, so a relay elsewhere would be bypassed.
 readonly RELAY_GO=$CASSANDRA_ADDR:${BENCH_RELAY_GO_PORT:-19046}
@@ -68,7 +70,10 @@ wait for the proxy, default 30), BENCH_PROXY_BIN (a proxy binary to use instead 
 runs beside the first on BENCH_BASELINE_LISTEN, default $BASELINE_LISTEN, admin
 BENCH_BASELINE_ADMIN, default $BASELINE_ADMIN, as the target "baseline" in the same rotated
 rounds, so before and after come from one run; the proxy CPU, syscall and context-switch
-figures are the first proxy's only).
+figures are the first proxy's only), BENCH_CONTROL=1 (a second copy of the proxy under test,
+started the same way on BENCH_CONTROL_LISTEN, default $CONTROL_LISTEN, admin BENCH_CONTROL_ADMIN,
+default $CONTROL_ADMIN, as the target "control": two identical proxies differ only by this run's
+noise, so control/proxy is what a baseline's ratio to the proxy is read against).
 Stop a kept node with: scripts/cassandra-local.sh stop --dir $CASSANDRA_DIR
 
 A node with PasswordAuthenticator (a node started here then gets --auth; the superuser is
@@ -142,18 +147,26 @@ bench_setup bench "${BENCH_PROXY_BIN:-}" "${start_flags[@]}"
 start_proxy "$PROXY_LISTEN" --client-auth "$client_auth"
 note "proxy ready (pid $proxy_pid, --client-auth $client_auth${user:+, load as role $user})"
 targets=(--target "direct=$CASSANDRA_CQL")
-if [[ -n ${BENCH_BASELINE_BIN:-} ]]; then
-  [[ -x $BENCH_BASELINE_BIN ]] || die "$BENCH_BASELINE_BIN is not executable"
-  "$BENCH_BASELINE_BIN" --listen "$BASELINE_LISTEN" --contact-points "$CASSANDRA_CQL" \
-    --admin-listen "$BASELINE_ADMIN" --log-level warn --client-auth "$client_auth" >>"$workdir/baseline.log" 2>&1 &
-  baseline_pid=$!
-  extra_pids+=("$baseline_pid")
-  until curl -fsS -o /dev/null --max-time 2 "http://$BASELINE_ADMIN/readyz" 2>/dev/null; do
-    kill -0 "$baseline_pid" 2>/dev/null || die "the baseline proxy exited (log: $workdir/baseline.log)"
+# start_target NAME BIN LISTEN ADMIN: a second proxy process, the loadgen target NAME.
+start_target() {
+  local name=$1 bin=$2 listen=$3 admin=$4 pid
+  [[ -x $bin ]] || die "$bin is not executable"
+  "$bin" --listen "$listen" --contact-points "$CASSANDRA_CQL" \
+    --admin-listen "$admin" --log-level warn --client-auth "$client_auth" >>"$workdir/$name.log" 2>&1 &
+  pid=$!
+  extra_pids+=("$pid")
+  until curl -fsS -o /dev/null --max-time 2 "http://$admin/readyz" 2>/dev/null; do
+    kill -0 "$pid" 2>/dev/null || die "the $name proxy exited (log: $workdir/$name.log)"
     sleep 0.2
   done
-  note "baseline proxy ready (pid $baseline_pid)"
-  targets+=(--target "baseline=$BASELINE_LISTEN")
+  note "$name proxy ready (pid $pid)"
+  targets+=(--target "$name=$listen")
+}
+if [[ -n ${BENCH_BASELINE_BIN:-} ]]; then
+  start_target baseline "$BENCH_BASELINE_BIN" "$BASELINE_LISTEN" "$BASELINE_ADMIN"
+fi
+if [[ ${BENCH_CONTROL:-0} == 1 ]]; then
+  start_target control "$workdir/proxy" "$CONTROL_LISTEN" "$CONTROL_ADMIN"
 fi
 targets+=(--target "proxy=$PROXY_LISTEN")
 if [[ $relays == 1 ]]; then

@@ -200,6 +200,7 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 	elapsed := now - f.start
 	defer f.startWindow(now)
 	limit := f.limit
+	f.nr.probePeak = max(f.nr.probePeak, peak)
 	settling := f.grew
 	f.grew = false
 	switch {
@@ -210,7 +211,7 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 		}
 		limit *= cfg.Backoff
 		f.slow = false
-		f.refLimit, f.nr.runLimit = 0, 0
+		f.refLimit, f.nr.runLimit, f.nr.met = 0, 0, 0
 		f.calm = false
 	case f.count > 0:
 		mean := f.sum / int64(f.count)
@@ -325,7 +326,11 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 			// of their limits 2.5x its threads, 1.7x with cuts per
 			// Window).
 			cut := max(0.5, 1-fleetGain*(d-target)/float64(mean))
+			from := limit
 			limit = min(limit, max(float64(peak), 1)) * max(0.5, math.Pow(cut, float64(elapsed)/float64(cfg.Window)))
+			if f.nr.met > 0 && f.nr.dominant() {
+				limit = max(limit, min(f.nr.met, from)) // see judgeProbe
+			}
 		}
 	}
 	f.limit = min(max(limit, cfg.Floor), float64(cfg.MaxLimit))

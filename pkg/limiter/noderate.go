@@ -67,7 +67,12 @@ package limiter
 //     but less than that, is read again, up to fleetProbeReadings
 //     readings, and judged on their sum, whose noise is less: a closed
 //     loop the raise covers whole may gain only a few percent, under one
-//     reading's noise. A probe that gains nothing
+//     reading's noise. A raise that meets all the demand from a limit
+//     that stood just under it (the most in flight during the probe is
+//     within fleetProbeNear of where it began) is kept unless the node's
+//     rate fell, and the demand it met is the least the sidecar cuts to
+//     until Cassandra answers OVERLOADED or times out, or the sidecar
+//     stops being dominant: see judgeProbe. A probe that gains nothing
 //     makes the next wait twice as long as the last (up to
 //     fleetProbeGapMax), until the node's rate moves to half or twice
 //     where it failed.
@@ -150,6 +155,10 @@ const (
 	// fleetProbeReadings is the most readings a probe that meets all the
 	// demand is judged over.
 	fleetProbeReadings = 3
+	// fleetProbeNear: a probe that met all the demand with at most this
+	// many times the limit it began from in flight needs no gain to be
+	// kept, only no loss (judgeProbe).
+	fleetProbeNear = 1.5
 	// The spacing of probes after a failed one: it doubles from
 	// fleetProbeGap to fleetProbeGapMax.
 	fleetProbeGap    = int64(time.Second)
@@ -191,6 +200,10 @@ type nodeRate struct {
 	probeDone uint64 // the requests counted in probeRate
 	probeN    int    // the readings summed in probeRate
 	probeAt   int64
+	probePeak int32 // the most requests in flight since it began
+	// met is the demand the last probe kept at no gain met (0: none):
+	// the least a dominant sidecar cuts to (judgeProbe).
+	met float64
 	// The readings judged since the probe began, summed: done requests,
 	// nanoseconds, how many.
 	pDone     uint64
@@ -237,7 +250,7 @@ func (f *fleet) probing(now int64) bool {
 // n readings that counted done requests.
 func (r *nodeRate) openProbe(limit, rate float64, done uint64, n int, now int64) {
 	r.probeFrom, r.probeRate, r.probeDone, r.probeN, r.probeAt = limit, rate, done, n, now
-	r.pDone, r.pTime, r.pN = 0, 0, 0
+	r.pDone, r.pTime, r.pN, r.probePeak = 0, 0, 0, 0
 }
 
 // judgeProbe judges the open probe at a reading whose interval it covers,
@@ -272,14 +285,40 @@ func (f *fleet) judgeProbe(now int64, cfg *Config) bool {
 		f.limit = f.doubled(f.limit, cfg)
 		return true
 	}
-	if r.bound == 0 && rate > r.probeRate && r.pN < fleetProbeReadings {
-		// The raise met all the demand (the last window did not bind)
-		// and the node served more, by less than the noise: a closed
-		// loop that the raise covers whole may gain only a few percent
-		// (128 readers on make bench's node, from a limit of 104), which
-		// one reading cannot tell from noise. It is read again; a probe
-		// that binds is not, because a queue in front of a full node is
-		// what it would hold meanwhile.
+	// The raise met all the demand (the last window did not bind), and
+	// the limit it began from stood just under it: a closed loop of 128
+	// readers on make bench's node held at 85-120 by windows that its own
+	// concurrency makes late, where a fixed limit of 120 serves 0.92x what
+	// one of 1,024 does (the proxy's queue takes CPU the node needs).
+	// Meeting the demand then gains a few percent, under the noise of the
+	// rate on that node (a tenth or more between readings): probes judged
+	// on their gain failed, and the limit sat under the demand between
+	// them. Such a raise is kept unless the node's rate fell: it costs the
+	// node a queue of at most half the limit, of requests that would
+	// otherwise wait in the proxy. A raise that meets the demand from
+	// further below needs a gain: a node that serves no more has only a
+	// longer queue to show for it.
+	near := r.bound == 0 && float64(r.probePeak) <= fleetProbeNear*r.probeFrom
+	kept := rate >= r.probeRate*(1-max(fleetRateAllowance, byChance(r.pDone, r.probeDone)))
+	if r.bound == 0 && r.pN < fleetProbeReadings && (rate > r.probeRate || near && kept) {
+		// A gain under the noise, or no loss: one reading cannot tell a
+		// few percent from noise. It is read again; a probe that binds
+		// is not, because a queue in front of a full node is what it
+		// would hold meanwhile.
+		return false
+	}
+	if near && kept {
+		// The demand met is where this sidecar's cuts stop while it stays
+		// dominant (fleet.update): below it they only move the demand's
+		// queue from the node into the proxy, and each cut below it held
+		// the readers under their demand until the next probe (1-5 s).
+		r.met = float64(r.probePeak)
+		f.base = max(f.base, r.lastMin)
+		f.refLimit = 0
+		r.probeGap = 0
+		r.probed++
+		r.climbing = false
+		r.probeFrom = 0
 		return false
 	}
 	// The raise that ends a climb is no failed probe; any later one is.
@@ -309,9 +348,11 @@ func (f *fleet) doubled(limit float64, cfg *Config) float64 {
 }
 
 // reading takes the node's count at now and reports whether it changed
-// the limit; limited: a request found no room since the window began.
-func (f *fleet) reading(now int64, total uint64, limited bool, cfg *Config) bool {
+// the limit; limited: a request found no room since the window began, peak
+// the most requests in flight since then.
+func (f *fleet) reading(now int64, total uint64, limited bool, peak int32, cfg *Config) bool {
 	r := &f.nr
+	r.probePeak = max(r.probePeak, peak)
 	prevAt, prevTotal, prevRate := r.at, r.total, r.rate
 	answers := r.answers - r.answersAt
 	limitBefore := r.limitAt
@@ -366,6 +407,7 @@ func (f *fleet) reading(now int64, total uint64, limited bool, cfg *Config) bool
 		return f.judgeProbe(now, cfg)
 	}
 	if !r.dominant() { // see the file's comment
+		r.met = 0
 		f.rebase(now)
 		return false
 	}
@@ -557,7 +599,7 @@ func (l *Limiter) NodeCompleted(id NodeID, total uint64) {
 	}
 	n := &l.nodes[id]
 	now := l.now()
-	if !n.fl.reading(now, total, n.blocked, &l.cfg) {
+	if !n.fl.reading(now, total, n.blocked, n.ad.maxInflight, &l.cfg) {
 		l.mu.Unlock()
 		return
 	}
