@@ -155,6 +155,9 @@ const (
 	// fleetProbeReadings is the most readings a probe that meets all the
 	// demand is judged over.
 	fleetProbeReadings = 3
+	// fleetHeldReadings is how many of the last readings at a steady limit
+	// the rate before a probe is summed over.
+	fleetHeldReadings = 5
 	// fleetProbeNear: a probe that met all the demand with at most this
 	// many times the limit it began from in flight needs no gain to be
 	// kept, only no loss (judgeProbe).
@@ -201,6 +204,10 @@ type nodeRate struct {
 	probeN    int    // the readings summed in probeRate
 	probeAt   int64
 	probePeak int32 // the most requests in flight since it began
+	// The last readings while the limit held (up to fleetHeldReadings;
+	// heldN counts them all, the ring holds the last ones).
+	held  [fleetHeldReadings]heldReading
+	heldN int
 	// met is the demand the last probe kept at no gain met (0: none):
 	// the least a dominant sidecar cuts to (judgeProbe).
 	met float64
@@ -226,6 +233,12 @@ type nodeRate struct {
 	failed         uint64 // probes taken back (for tests)
 }
 
+// heldReading is one interval between readings of the node's count.
+type heldReading struct {
+	done uint64
+	dt   int64
+}
+
 // probing reports whether to open a probe at the end of a window (the
 // caller raises the limit): the limit bound for fleetProbeAfter windows in
 // a row, whether the latency law would cut it (the rise may be the price
@@ -241,7 +254,19 @@ func (f *fleet) probing(now int64) bool {
 		return false
 	}
 	r.bound = 0
-	r.openProbe(f.limit, r.rate, r.done, 1, now)
+	// The rate before the probe is that of the last readings at this
+	// limit, summed: one reading's noise, against which a probe is
+	// judged, is as large again as that of the probe's own readings.
+	rate, done, n := r.rate, r.done, 1
+	if h := min(r.heldN, fleetHeldReadings); h > 1 {
+		var t int64
+		done = 0
+		for _, x := range r.held[:h] {
+			done, t = done+x.done, t+x.dt
+		}
+		rate, n = float64(done)/(float64(t)/1e9), h
+	}
+	r.openProbe(f.limit, rate, done, n, now)
 	r.runLimit = 0
 	return true
 }
@@ -300,11 +325,12 @@ func (f *fleet) judgeProbe(now int64, cfg *Config) bool {
 	// longer queue to show for it.
 	near := r.bound == 0 && float64(r.probePeak) <= fleetProbeNear*r.probeFrom
 	kept := rate >= r.probeRate*(1-max(fleetRateAllowance, byChance(r.pDone, r.probeDone)))
-	if r.bound == 0 && r.pN < fleetProbeReadings && (rate > r.probeRate || near && kept) {
-		// A gain under the noise, or no loss: one reading cannot tell a
-		// few percent from noise. It is read again; a probe that binds
-		// is not, because a queue in front of a full node is what it
-		// would hold meanwhile.
+	if r.bound == 0 && r.pN < fleetProbeReadings && (rate > r.probeRate || near) {
+		// A gain under the noise, or a raise that needs no gain: one
+		// reading cannot tell a few percent from noise (on make bench's
+		// node one reading in three differs from the last by more than a
+		// tenth). It is read again; a probe that binds is not, because a
+		// queue in front of a full node is what it would hold meanwhile.
 		return false
 	}
 	if near && kept {
@@ -398,6 +424,12 @@ func (f *fleet) reading(now int64, total uint64, limited bool, peak int32, cfg *
 		// learn.
 		c := min(math.Abs(r.rate-prevRate)/prevRate, 0.5, 2*r.noise)
 		r.noise += (c - r.noise) / 8
+	}
+	if r.probeFrom == 0 && limitBefore > 0 && math.Abs(f.limit-limitBefore) <= 0.1*limitBefore {
+		r.held[r.heldN%fleetHeldReadings] = heldReading{done, now - prevAt}
+		r.heldN++
+	} else {
+		r.heldN = 0
 	}
 	if f.slow && limited && r.probeFrom == 0 && r.dominant() {
 		return f.loneStart(prevRate, cfg)
@@ -599,9 +631,17 @@ func (l *Limiter) NodeCompleted(id NodeID, total uint64) {
 	}
 	n := &l.nodes[id]
 	now := l.now()
+	before := n.fl.limit
 	if !n.fl.reading(now, total, n.blocked, n.ad.maxInflight, &l.cfg) {
 		l.mu.Unlock()
 		return
+	}
+	if n.fl.limit > before {
+		// A request that found no room found it at the old limit: the
+		// window under way would report the raise as binding, and a climb
+		// judged on it doubled on past its clients' demand (128 readers
+		// took the limit to 350-500).
+		n.blocked, n.ad.maxInflight = false, n.inflight
 	}
 	l.setLimitLocked(n, n.fl.limit)
 	l.drainLocked(now, nil)

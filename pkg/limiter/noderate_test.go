@@ -116,9 +116,17 @@ func TestFleetProbeThatMeetsADemandJustOverTheLimitNeedsNoGain(t *testing.T) {
 	}
 
 	p = nearDemand()
+	for i, rate := range []float64{9000, 10300, 10400} {
+		if got := p.read(rate); got != 200 {
+			t.Fatalf("reading %d (%.0f/s): limit %v; want the probe's 200, judged on three readings", i+1, rate, got)
+		}
+	}
+
+	p = nearDemand()
 	p.read(10100)
-	if got := p.read(8000); got != 100 || p.f.nr.failed != 1 {
-		t.Fatalf("readings 1%% up, then 20%% down: limit %v, failed %d; want taken back to 100", got, p.f.nr.failed)
+	p.read(8000)
+	if got := p.read(8500); got != 100 || p.f.nr.failed != 1 {
+		t.Fatalf("readings 1%% up, 20%% and 15%% down: limit %v, failed %d; want taken back to 100", got, p.f.nr.failed)
 	}
 }
 
@@ -237,5 +245,59 @@ func TestFleetDominantSidecarKeepsTheDemandAProbeMet(t *testing.T) {
 	p.now += int64(100 * time.Millisecond)
 	if got := p.f.update(p.now, false, 128, &p.cfg); got >= 128 || p.f.nr.met != 0 {
 		t.Fatalf("OVERLOADED: limit %v, demand met %v; want a cut below 128, the demand forgotten", got, p.f.nr.met)
+	}
+}
+
+// A climb raises the limit at a reading of the node's count, in the middle
+// of a window. That window's flag that a request found no room was set at
+// the old limit, and the probe's next judgement read the raise as binding
+// too, and doubled it again: a lone sidecar of 128 readers on make bench's
+// node climbed to 350-500, its windows reporting a limit of 244 bound with
+// 128 in flight. A raise at a reading starts what the window knows of
+// binding afresh.
+func TestFleetRaiseAtAReadingForgetsWhatBoundBefore(t *testing.T) {
+	l, clk := newTestLimiter(t, Config{Adaptive: true, Law: LawFleet, MaxWait: time.Minute}, 1)
+	clk.Advance(time.Second) // a reading at the limiter's time 0 would be no reading
+	l.mu.Lock()
+	n := &l.nodes[0]
+	now := l.now()
+	r := &n.fl.nr
+	n.fl.slow, n.fl.base = false, int64(time.Millisecond)
+	r.share, r.ours, r.noise = 1, true, 0.1
+	r.at, r.total, r.bound = now, 0, 1
+	r.openProbe(4, 10, 2, 1, now) // to 8, from 4 where the node served 10/s
+	n.fl.limit = 8
+	l.setLimitLocked(n, 8)
+	l.mu.Unlock()
+
+	var ws []*rec
+	for i := range 9 { // 8 in flight, the ninth finds no room
+		w := &rec{t: t, id: i}
+		ws = append(ws, w)
+		l.Acquire(w, uint64(i), 0, nil, time.Time{})
+	}
+	clk.Advance(10 * time.Millisecond)
+	for _, w := range ws[:8] {
+		w.permit.Release(Success, time.Millisecond)
+	}
+	clk.Advance(190 * time.Millisecond)
+	l.NodeCompleted(0, 8) // 40/s: the raise served more, and its window bound
+	if got := l.Stats().LimitExact; got != 16 {
+		t.Fatalf("after a reading that found the probe paying and binding: limit %v; want the climb's 16", got)
+	}
+	// A window with at most two in flight, nobody waiting.
+	ws[8].permit.Release(Success, time.Millisecond)
+	for i := range 20 {
+		w := &rec{t: t, id: 10 + i}
+		l.Acquire(w, 0, 0, nil, time.Time{})
+		w.permit.Release(Success, time.Millisecond)
+	}
+	clk.Advance(100 * time.Millisecond)
+	l.Sweep()
+	l.mu.Lock()
+	bound := n.fl.nr.bound
+	l.mu.Unlock()
+	if bound != 0 {
+		t.Fatalf("a window at the new limit of 16 with at most 2 in flight counted as binding (%d in a row); want 0", bound)
 	}
 }
