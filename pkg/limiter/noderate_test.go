@@ -33,6 +33,14 @@ func newProbeState(t *testing.T) *probeState {
 	return p
 }
 
+// probeMeeting is newProbeState with a demand of peak requests in flight,
+// which the probe meets: its windows do not bind.
+func probeMeeting(t *testing.T, peak int32) *probeState {
+	p := newProbeState(t)
+	p.f.nr.bound, p.peak = 0, peak
+	return p
+}
+
 // read takes a reading 200 ms after the last reading or window, the node
 // having served rate/s since the last reading, all of it this sidecar's,
 // and returns the limit after it.
@@ -58,12 +66,7 @@ func (p *probeState) read(rate float64) float64 {
 // demand is 180, far over the limit of 100 the probe began from: a raise
 // that meets it must gain.
 func TestFleetProbeThatMeetsTheDemandIsReadAgain(t *testing.T) {
-	farDemand := func() *probeState {
-		p := newProbeState(t)
-		p.f.nr.bound, p.peak = 0, 180
-		return p
-	}
-	p := farDemand()
+	p := probeMeeting(t, 180)
 	if got := p.read(11400); got != 200 || p.f.nr.probeFrom != 100 {
 		t.Fatalf("after one reading 14%% up: limit %v, probe from %v; want 200, still open", got, p.f.nr.probeFrom)
 	}
@@ -71,14 +74,14 @@ func TestFleetProbeThatMeetsTheDemandIsReadAgain(t *testing.T) {
 		t.Fatalf("after two readings 14%% up: limit %v, probe from %v, kept %d; want the probe kept at 200", got, p.f.nr.probeFrom, p.f.nr.probed)
 	}
 
-	p = farDemand()
+	p = probeMeeting(t, 180)
 	p.read(11400)
 	p.read(10100)
 	if got := p.read(10100); got != 100 || p.f.nr.failed != 1 {
 		t.Fatalf("three readings 14%%, 1%% and 1%% up: limit %v, failed %d; want taken back to 100", got, p.f.nr.failed)
 	}
 
-	p = farDemand()
+	p = probeMeeting(t, 180)
 	if got := p.read(9900); got != 100 {
 		t.Fatalf("one reading 1%% down: limit %v; want taken back to 100 at once", got)
 	}
@@ -98,12 +101,7 @@ func TestFleetProbeThatMeetsTheDemandIsReadAgain(t *testing.T) {
 // readers queued in the proxy. A raise that meets all the demand from just
 // under it is kept unless the node's rate fell.
 func TestFleetProbeThatMeetsADemandJustOverTheLimitNeedsNoGain(t *testing.T) {
-	nearDemand := func() *probeState {
-		p := newProbeState(t)
-		p.f.nr.bound, p.peak = 0, 128
-		return p
-	}
-	p := nearDemand()
+	p := probeMeeting(t, 128)
 	p.f.nr.lastMin = int64(900 * time.Microsecond)
 	for i, rate := range []float64{10100, 9800, 10200} {
 		if got := p.read(rate); got != 200 {
@@ -115,14 +113,14 @@ func TestFleetProbeThatMeetsADemandJustOverTheLimitNeedsNoGain(t *testing.T) {
 			p.f.nr.probeFrom, p.f.nr.probed, p.f.base)
 	}
 
-	p = nearDemand()
+	p = probeMeeting(t, 128)
 	for i, rate := range []float64{9000, 10300, 10400} {
 		if got := p.read(rate); got != 200 {
 			t.Fatalf("reading %d (%.0f/s): limit %v; want the probe's 200, judged on three readings", i+1, rate, got)
 		}
 	}
 
-	p = nearDemand()
+	p = probeMeeting(t, 128)
 	p.read(10100)
 	p.read(8000)
 	if got := p.read(8500); got != 100 || p.f.nr.failed != 1 {
@@ -227,8 +225,7 @@ func TestFleetDominantSidecarCutsOnAStandingWaitOnly(t *testing.T) {
 // sidecar's cuts stop at the demand a probe met, until Cassandra answers
 // OVERLOADED.
 func TestFleetDominantSidecarKeepsTheDemandAProbeMet(t *testing.T) {
-	p := newProbeState(t)
-	p.f.nr.bound, p.peak = 0, 128
+	p := probeMeeting(t, 128)
 	p.window(time.Millisecond) // the baseline: 1 ms, 128 in flight
 	for range fleetProbeReadings {
 		p.read(10000)
