@@ -488,6 +488,11 @@ func (l *Limiter) grantLocked(id int) Permit {
 	return Permit{l: l, slot: s, gen: l.slots[s], node: int32(id)}
 }
 
+// restartBinding forgets whether a request found no room on n and the
+// most it had in flight: a new window, or a raise in the middle of one,
+// judges the limit from here.
+func (n *node) restartBinding() { n.blocked, n.ad.maxInflight = false, n.inflight }
+
 // adaptLocked closes the due sample windows of the active nodes.
 func (l *Limiter) adaptLocked(now int64) {
 	for _, id := range l.active {
@@ -502,12 +507,12 @@ func (l *Limiter) adaptLocked(now int64) {
 				// What bound it or peaked before the pause is no part
 				// of the window either.
 				n.fl.startWindow(now)
-				n.blocked, n.ad.maxInflight = false, 0
+				n.restartBinding()
 				continue
 			}
 			if n.fl.due(now, &l.cfg) {
 				limited, peak := n.blocked, n.ad.maxInflight
-				n.blocked, n.ad.maxInflight = false, n.inflight
+				n.restartBinding()
 				l.setLimitLocked(n, n.fl.update(now, limited, peak, &l.cfg))
 			}
 			continue

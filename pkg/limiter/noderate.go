@@ -276,7 +276,8 @@ func (f *fleet) reading(now int64, total uint64, limited bool, peak int32, cfg *
 		r.probeFrom, r.runLimit = 0, 0
 		return changed
 	}
-	if prevRate > 0 && !f.slow && math.Abs(f.limit-limitBefore) <= 0.1*limitBefore {
+	held := math.Abs(f.limit-limitBefore) <= 0.1*limitBefore // the limit held since the last reading
+	if prevRate > 0 && !f.slow && held {
 		// The rate's noise (see the file's comment). A change is counted
 		// as at most twice the noise so far, so that one reading taken
 		// while the node warms up moves it by an eighth, not by half:
@@ -285,7 +286,7 @@ func (f *fleet) reading(now int64, total uint64, limited bool, peak int32, cfg *
 		c := min(math.Abs(r.rate-prevRate)/prevRate, 0.5, 2*r.noise)
 		r.noise += (c - r.noise) / 8
 	}
-	if r.probeFrom == 0 && limitBefore > 0 && math.Abs(f.limit-limitBefore) <= 0.1*limitBefore {
+	if r.probeFrom == 0 && limitBefore > 0 && held {
 		r.held[r.heldN%fleetHeldReadings] = heldReading{done, now - prevAt}
 		r.heldN++
 	} else {
@@ -471,7 +472,7 @@ func (l *Limiter) NodeCompleted(id NodeID, total uint64) {
 		// window under way would report the raise as binding, and a climb
 		// judged on it doubled on past its clients' demand (128 readers
 		// took the limit to 350-500).
-		n.blocked, n.ad.maxInflight = false, n.inflight
+		n.restartBinding()
 	}
 	l.setLimitLocked(n, n.fl.limit)
 	l.drainLocked(now, nil)

@@ -298,3 +298,22 @@ func TestFleetRaiseAtAReadingForgetsWhatBoundBefore(t *testing.T) {
 		t.Fatalf("a window at the new limit of 16 with at most 2 in flight counted as binding (%d in a row); want 0", bound)
 	}
 }
+
+// A probe is judged against the node's rate before it. Taken from the last
+// reading alone, that rate carried one reading's noise (a tenth to a third
+// on make bench's node), as large again as the probe's own readings: a
+// probe opened after a low reading passed by chance, one after a high
+// reading failed. It is the sum of the last readings at the limit.
+func TestFleetProbeIsJudgedAgainstTheLastReadingsAtItsLimit(t *testing.T) {
+	p := loneState(t)
+	for _, rate := range []float64{9000, 11000, 10000, 12000, 8000} {
+		p.read(rate)
+	}
+	p.f.nr.bound = fleetProbeAfter
+	if !p.f.probing(p.now) {
+		t.Fatal("no probe opened")
+	}
+	if r := p.f.nr; r.probeN != fleetHeldReadings || r.probeRate < 9900 || r.probeRate > 10100 {
+		t.Fatalf("probe from readings of 9,000-12,000/s ending at 8,000: rate %.0f over %d readings; want 10,000 over %d", r.probeRate, r.probeN, fleetHeldReadings)
+	}
+}
