@@ -317,3 +317,26 @@ func TestFleetProbeIsJudgedAgainstTheLastReadingsAtItsLimit(t *testing.T) {
 		t.Fatalf("probe from readings of 9,000-12,000/s ending at 8,000: rate %.0f over %d readings; want 10,000 over %d", r.probeRate, r.probeN, fleetHeldReadings)
 	}
 }
+
+// A probe that met the readers' whole demand and gained more than the
+// noise is kept as one that gained; the demand it met is then the least a
+// dominant sidecar cuts to, as it is for a probe kept at no gain. Without
+// it, a probe from 85 to 170 in front of 128 readers that served a tenth
+// more was kept, and two late windows in a row cut the limit back under
+// the readers within a second or two, where it sat until the next probe.
+func TestFleetDominantSidecarKeepsTheDemandAPayingProbeMet(t *testing.T) {
+	p := probeMeeting(t, 128)
+	p.window(time.Millisecond) // the baseline: 1 ms, 128 in flight
+	if got := p.read(12000); got != 200 || p.f.nr.probeFrom != 0 || p.f.nr.probed != 1 {
+		t.Fatalf("a probe to 200 that met a demand of 128 and served a fifth more: limit %v, probe from %v, kept %d; want kept at 200",
+			got, p.f.nr.probeFrom, p.f.nr.probed)
+	}
+	if p.f.nr.met != 128 {
+		t.Fatalf("a paying probe that met a demand of 128: demand met %v; want 128", p.f.nr.met)
+	}
+	p.window(3 * time.Millisecond)
+	p.read(12000)
+	if got := p.window(3 * time.Millisecond); got != 128 {
+		t.Fatalf("two windows in a row 2 ms over the baseline: limit %v; want cut to the demand met, 128", got)
+	}
+}

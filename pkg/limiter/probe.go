@@ -77,7 +77,13 @@ func (f *fleet) judgeProbe(now int64, cfg *Config) bool {
 		r.probed++
 		r.climbing = true
 		if r.bound == 0 {
-			r.probeFrom = 0 // the last window did not bind: the client uses no more
+			// The last window did not bind: the client uses no more. The
+			// demand the raise met and paid for is where cuts stop, as for
+			// a raise kept at no gain (below): a probe from 85 to 170 that
+			// served 128 readers a tenth more was cut back under them by
+			// two late windows, and sat there until the next probe.
+			r.met = float64(r.probePeak)
+			r.probeFrom = 0
 			return false
 		}
 		r.openProbe(f.limit, rate, r.pDone, r.pN, now)
