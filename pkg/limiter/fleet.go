@@ -247,7 +247,7 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 			break // a probe is open: the node's rate decides (reading)
 		}
 		if f.probing(now) {
-			limit = max(limit*fleetProbeStep, limit+1)
+			limit = f.raised(limit, cfg)
 			break
 		}
 		if f.calm {

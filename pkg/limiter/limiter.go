@@ -512,6 +512,7 @@ func (l *Limiter) adaptLocked(now int64) {
 			}
 			if n.fl.due(now, &l.cfg) {
 				limited, peak := n.blocked, n.ad.maxInflight
+				n.fl.nr.demand = float64(peak) + l.queuedFor(n)
 				n.restartBinding()
 				l.setLimitLocked(n, n.fl.update(now, limited, peak, &l.cfg))
 			}
@@ -525,6 +526,23 @@ func (l *Limiter) adaptLocked(now int64) {
 			n.ad.startWindow(now, n.inflight)
 		}
 	}
+}
+
+// queuedFor is node n's share of the queued requests: all of them with one
+// active node, else in proportion to what it has in flight. A queued
+// request may go to any of its candidate nodes, and they are not counted
+// per node.
+func (l *Limiter) queuedFor(n *node) float64 {
+	if l.q.n == 0 {
+		return 0
+	}
+	if len(l.active) == 1 {
+		return float64(l.q.n)
+	}
+	if l.inflight == 0 {
+		return 0
+	}
+	return float64(l.q.n) * float64(n.inflight) / float64(l.inflight)
 }
 
 // setLimitLocked sets a node's limit: whole slots, and for the fleet law a

@@ -58,21 +58,24 @@ package limiter
 //     past the node's knee: the limit goes one reading back;
 //   - probes a limit that bound for fleetProbeAfter windows in a row
 //     (whether the law would cut it or grow it by its slow steps): it
-//     doubles it for a reading's interval. A raise that the node turns
-//     into more throughput than fleetProbePays times its noise is kept,
-//     the window's minimum becomes the baseline, and the climb goes on,
-//     doubling while the limit still binds and each doubling still serves
-//     more. The first raise that does not is taken back. A raise that
-//     meets all the demand (its windows do not bind) and gains something,
-//     but less than that, is read again, up to fleetProbeReadings
-//     readings, and judged on their sum, whose noise is less: a closed
-//     loop the raise covers whole may gain only a few percent, under one
-//     reading's noise. A raise that meets all the demand from a limit
-//     that stood just under it (the most in flight during the probe is
-//     within fleetProbeNear of where it began) is kept unless the node's
-//     rate fell, and the demand it met is the least the sidecar cuts to
-//     until Cassandra answers OVERLOADED or times out, or the sidecar
-//     stops being dominant: see judgeProbe. A probe that gains nothing
+//     doubles it for a reading's interval, or raises it to the clients'
+//     whole demand when that is within fleetProbeReach of the limit. A
+//     raise that the node turns into more throughput than fleetProbePays
+//     times its noise is kept, the window's minimum becomes the baseline,
+//     and the climb goes on, raising while the limit still binds and each
+//     raise still serves more. The first raise that does not is taken
+//     back. A raise that meets all the demand (its windows do not bind)
+//     and gains something, but less than that, is read again, up to
+//     fleetProbeReadings readings, and judged on their sum, whose noise
+//     is less: a closed loop the raise covers whole may gain only a few
+//     percent, under one reading's noise. A raise that meets all the
+//     demand from a limit within reach of it (the most in flight during
+//     the probe is within fleetProbeReach of where it began) is kept
+//     unless the node's rate fell by more than the noise, and the demand
+//     it met (as does a raise kept for its gain that met it) is the least
+//     the sidecar cuts to until Cassandra answers OVERLOADED or times
+//     out, or the sidecar stops being dominant: see judgeProbe. A probe
+//     that gains nothing
 //     makes the next wait twice as long as the last (up to
 //     fleetProbeGapMax), until the node's rate moves to half or twice
 //     where it failed.
@@ -158,10 +161,16 @@ const (
 	// fleetHeldReadings is how many of the last readings at a steady limit
 	// the rate before a probe is summed over.
 	fleetHeldReadings = 5
-	// fleetProbeNear: a probe that met all the demand with at most this
-	// many times the limit it began from in flight needs no gain to be
-	// kept, only no loss (judgeProbe).
-	fleetProbeNear = 1.5
+	// fleetProbeReach: a probe raises the limit to the clients' whole
+	// demand, fleetProbeMargin times it, when the demand is at most this
+	// many times the limit (raised); a probe that met all the demand with
+	// at most this many times the limit it began from in flight needs no
+	// gain to be kept, only no loss (judgeProbe). Further off (the seed
+	// experiment's 50,000 clients, an open loop over the node's capacity)
+	// the limit is what keeps the backlog out of the node, and a probe
+	// doubles and must gain.
+	fleetProbeReach  = 4
+	fleetProbeMargin = 1.25
 	// The spacing of probes after a failed one: it doubles from
 	// fleetProbeGap to fleetProbeGapMax.
 	fleetProbeGap    = int64(time.Second)
@@ -211,6 +220,10 @@ type nodeRate struct {
 	// met is the demand the last probe kept at no gain met (0: none):
 	// the least a dominant sidecar cuts to (judgeProbe).
 	met float64
+	// demand is how many requests wanted the node at the close of the
+	// last window: the most in flight in it, and its share of the queue
+	// (Limiter.adaptLocked).
+	demand float64
 	// The readings judged since the probe began, summed: done requests,
 	// nanoseconds, how many.
 	pDone     uint64
@@ -330,7 +343,7 @@ func (f *fleet) reading(now int64, total uint64, limited bool, peak int32, cfg *
 	f.refLimit = 0
 	r.openProbe(max(f.limit, r.runLimit), r.runRate, r.runDone, 1, now)
 	r.runLimit = 0
-	f.limit = f.doubled(r.probeFrom, cfg)
+	f.limit = f.raised(r.probeFrom, cfg)
 	return true
 }
 

@@ -61,10 +61,9 @@ func (p *probeState) read(rate float64) float64 {
 // bind) and gains a little less than the noise allows in one reading is
 // read again, and kept when the readings together pass: a closed loop
 // the raise covers whole may gain only a few percent, which one reading of
-// a rate varying by a tenth cannot show. A probe that binds is judged at
-// once: its queue in front of a full node would stand meanwhile. Here the
-// demand is 180, far over the limit of 100 the probe began from: a raise
-// that meets it must gain.
+// a rate varying by a tenth cannot show. Short of a gain it is kept unless
+// the readings together fell. A probe that binds is judged at once: its
+// queue in front of a full node would stand meanwhile.
 func TestFleetProbeThatMeetsTheDemandIsReadAgain(t *testing.T) {
 	p := probeMeeting(t, 180)
 	if got := p.read(11400); got != 200 || p.f.nr.probeFrom != 100 {
@@ -75,15 +74,12 @@ func TestFleetProbeThatMeetsTheDemandIsReadAgain(t *testing.T) {
 	}
 
 	p = probeMeeting(t, 180)
-	p.read(11400)
-	p.read(10100)
-	if got := p.read(10100); got != 100 || p.f.nr.failed != 1 {
-		t.Fatalf("three readings 14%%, 1%% and 1%% up: limit %v, failed %d; want taken back to 100", got, p.f.nr.failed)
+	if got := p.read(9900); got != 200 || p.f.nr.probeFrom != 100 {
+		t.Fatalf("one reading 1%% down: limit %v, probe from %v; want 200, still open", got, p.f.nr.probeFrom)
 	}
-
-	p = probeMeeting(t, 180)
-	if got := p.read(9900); got != 100 {
-		t.Fatalf("one reading 1%% down: limit %v; want taken back to 100 at once", got)
+	p.read(7500)
+	if got := p.read(7500); got != 100 || p.f.nr.failed != 1 {
+		t.Fatalf("three readings 1%%, 25%% and 25%% down: limit %v, failed %d; want taken back to 100", got, p.f.nr.failed)
 	}
 
 	p = newProbeState(t)
@@ -338,5 +334,88 @@ func TestFleetDominantSidecarKeepsTheDemandAPayingProbeMet(t *testing.T) {
 	p.read(12000)
 	if got := p.window(3 * time.Millisecond); got != 128 {
 		t.Fatalf("two windows in a row 2 ms over the baseline: limit %v; want cut to the demand met, 128", got)
+	}
+}
+
+// 128 readers on make bench's node of two cores, alone, were held at a
+// limit of 37-45 by latencies their own concurrency made. A doubling to
+// 75-90 still bound, gained a few percent, under the rate's noise, and was
+// taken back every time: 0.93x what a fixed limit served them, the proxy's
+// queue taking CPU the node shares. A probe raises the limit to the whole
+// demand when it is within reach, and such a raise is kept unless the
+// node's rate fell; a demand far off still gets a doubling.
+func TestFleetProbeReachesADemandWithinReach(t *testing.T) {
+	probeFrom := func(demand float64) *probeState {
+		p := loneState(t)
+		p.f.limit = 40
+		p.f.nr.bound = fleetProbeAfter - 1
+		p.f.nr.demand = demand
+		p.now += int64(100 * time.Millisecond)
+		for range 100 {
+			p.f.record(Success, time.Millisecond)
+		}
+		p.f.update(p.now, true, 40, &p.cfg) // the fifth window in a row that binds
+		return p
+	}
+	p := probeFrom(128) // 40 in flight and 88 queued
+	if got := p.f.limit; got != fleetProbeMargin*128 || p.f.nr.probeFrom != 40 {
+		t.Fatalf("a probe from 40 with a demand of 128: limit %v, from %v; want %v from 40", got, p.f.nr.probeFrom, fleetProbeMargin*128)
+	}
+	p.peak = 128
+	p.read(10000) // its interval began before the probe: not judged
+	for i, rate := range []float64{10100, 9900, 10000} {
+		if got := p.read(rate); got != fleetProbeMargin*128 {
+			t.Fatalf("reading %d (%.0f/s): limit %v; want the probe's %v", i+1, rate, got, fleetProbeMargin*128)
+		}
+	}
+	if p.f.nr.probeFrom != 0 || p.f.nr.probed != 1 || p.f.nr.met != 128 {
+		t.Fatalf("a probe that met the demand at no loss: probe from %v, kept %d, demand met %v; want kept, 128 met", p.f.nr.probeFrom, p.f.nr.probed, p.f.nr.met)
+	}
+
+	p = probeFrom(128)
+	p.peak = 128
+	p.read(10000)
+	p.read(8000)
+	p.read(8500)
+	if got := p.read(8200); got != 40 || p.f.nr.failed != 1 {
+		t.Fatalf("a probe to the demand that cost a fifth of the node's rate: limit %v, failed %d; want taken back to 40", got, p.f.nr.failed)
+	}
+
+	if p := probeFrom(1000); p.f.limit != 80 {
+		t.Fatalf("a probe from 40 with a demand of 1,000: limit %v; want a doubling, 80", p.f.limit)
+	}
+}
+
+// A probe that meets the demand from just under it is kept unless the
+// node's rate fell, and a fall is judged against the noise of the readings
+// compared. With a fixed 5%, three readings against five on a node whose
+// rate varies by a tenth or more between readings (make bench's) fell by
+// chance about one time in three, and took the limit back under the
+// readers' demand.
+func TestFleetProbeThatMeetsTheDemandFallsOnlyPastTheNoise(t *testing.T) {
+	probe := func() *probeState {
+		p := loneState(t) // five readings and more at 10,000/s
+		p.f.nr.noise = 0.12
+		p.f.nr.bound = fleetProbeAfter
+		if !p.f.probing(p.now) {
+			t.Fatal("no probe opened")
+		}
+		p.f.limit = 256
+		p.f.nr.bound, p.peak = 0, 150
+		return p
+	}
+	p := probe()
+	for _, rate := range []float64{10500, 8400, 9300} {
+		p.read(rate)
+	}
+	if p.f.limit != 256 || p.f.nr.probed != 1 {
+		t.Fatalf("three readings 6%% under the rate before on average, varying by a tenth and more: limit %v, kept %d; want the probe kept", p.f.limit, p.f.nr.probed)
+	}
+	p = probe()
+	for _, rate := range []float64{8500, 8300, 8700} {
+		p.read(rate)
+	}
+	if p.f.limit != 128 || p.f.nr.failed != 1 {
+		t.Fatalf("three readings 15%% under the rate before: limit %v, failed %d; want taken back to 128", p.f.limit, p.f.nr.failed)
 	}
 }

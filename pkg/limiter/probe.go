@@ -87,24 +87,30 @@ func (f *fleet) judgeProbe(now int64, cfg *Config) bool {
 			return false
 		}
 		r.openProbe(f.limit, rate, r.pDone, r.pN, now)
-		f.limit = f.doubled(f.limit, cfg)
+		f.limit = f.raised(f.limit, cfg)
 		return true
 	}
 	// The raise met all the demand (the last window did not bind), and
-	// the limit it began from stood just under it: a closed loop of 128
-	// readers on make bench's node held at 85-120 by windows that its own
-	// concurrency makes late, where a fixed limit of 120 serves 0.92x what
-	// one of 1,024 does (the proxy's queue takes CPU the node needs).
-	// Meeting the demand then gains a few percent, under the noise of the
-	// rate on that node (a tenth or more between readings): probes judged
-	// on their gain failed, and the limit sat under the demand between
-	// them. Such a raise is kept unless the node's rate fell: it costs the
-	// node a queue of at most half the limit, of requests that would
-	// otherwise wait in the proxy. A raise that meets the demand from
-	// further below needs a gain: a node that serves no more has only a
-	// longer queue to show for it.
-	near := r.bound == 0 && float64(r.probePeak) <= fleetProbeNear*r.probeFrom
-	kept := rate >= r.probeRate*(1-max(fleetRateAllowance, byChance(r.pDone, r.probeDone)))
+	// the limit it began from stood within reach of it: a closed loop of
+	// 128 readers on make bench's node held at 37-120 by windows that its
+	// own concurrency makes late, where a fixed limit of 120 serves 0.92x
+	// what one of 1,024 does (the proxy's queue takes CPU the node needs,
+	// see raised). Meeting the demand then gains a few percent, under the
+	// noise of the rate on that node (a tenth or more between readings):
+	// probes judged on their gain failed, and the limit sat under the
+	// demand between them. Such a raise is kept unless the node's rate
+	// fell: it moves into the node a queue of requests that would
+	// otherwise wait in the proxy, at most fleetProbeReach-1 times the
+	// limit. A raise that meets a demand further off needs a gain: the
+	// limit is then what keeps a large backlog out of the node.
+	//
+	// A fall is one past the noise of the readings compared, as a gain
+	// is. Judged by a fixed 5%, three readings against five on a node
+	// whose rate varies by a tenth between readings fell by chance about
+	// one time in three, and 128 readers sat under their demand until the
+	// next probe.
+	near := r.bound == 0 && float64(r.probePeak) <= fleetProbeReach*r.probeFrom
+	kept := rate >= r.probeRate*(1-max(fleetRateAllowance, noise, byChance(r.pDone, r.probeDone)))
 	if r.bound == 0 && r.pN < fleetProbeReadings && (rate > r.probeRate || near) {
 		// A gain under the noise, or a raise that needs no gain: one
 		// reading cannot tell a few percent from noise (on make bench's
@@ -148,9 +154,24 @@ func (f *fleet) judgeProbe(now int64, cfg *Config) bool {
 	return true
 }
 
-// doubled is a climb's next step from limit.
-func (f *fleet) doubled(limit float64, cfg *Config) float64 {
-	return min(fleetProbeStep*limit, float64(cfg.MaxLimit))
+// raised is a probe's or a climb's next step from limit: a doubling, or
+// the clients' whole demand (with a margin) when it is within
+// fleetProbeReach of the limit. A doubling from under a demand more than
+// twice the limit binds, and a binding probe must gain more than the
+// rate's noise at once: 128 readers on make bench's node of two cores,
+// held at 37-45 by latencies their own concurrency made, gained a few
+// percent per doubling, and every probe to 75-90 was taken back. Meeting
+// the demand serves them what a fixed limit does, because the proxy's queue
+// costs CPU that the node shares (BenchmarkForward/v4: 128 requests
+// against a limit of 40 cost a third more CPU each than 128 in flight).
+// Such a raise is judged as one that meets the demand (judgeProbe): kept
+// unless the node's rate fell.
+func (f *fleet) raised(limit float64, cfg *Config) float64 {
+	to := max(fleetProbeStep*limit, limit+1)
+	if d := f.nr.demand; d > to && d <= fleetProbeReach*limit {
+		to = fleetProbeMargin * d
+	}
+	return min(to, float64(cfg.MaxLimit))
 }
 
 // loneStart is slow start for a sidecar alone in front of the node, at a
