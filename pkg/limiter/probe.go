@@ -162,8 +162,10 @@ func (f *fleet) judgeProbe(now int64, cfg *Config) bool {
 // held at 37-45 by latencies their own concurrency made, gained a few
 // percent per doubling, and every probe to 75-90 was taken back. Meeting
 // the demand serves them what a fixed limit does, because the proxy's queue
-// costs CPU that the node shares (BenchmarkForward/v4: 128 requests
-// against a limit of 40 cost a third more CPU each than 128 in flight).
+// costs CPU that the node shares: 128 requests against a limit of 40 cost
+// the proxy 1.4-1.8x the CPU each of 128 in flight, mostly in smaller
+// bursts of answers and writes (BenchmarkForward/v4/queued40 against
+// BenchmarkForward/v4/proxied).
 // Such a raise is judged as one that meets the demand (judgeProbe): kept
 // unless the node's rate fell.
 func (f *fleet) raised(limit float64, cfg *Config) float64 {

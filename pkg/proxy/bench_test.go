@@ -156,7 +156,7 @@ func cpuTime() time.Duration {
 // OVERLOADED by the proxy itself: the cost of a rejection under overload.
 func BenchmarkForward(b *testing.B) {
 	for _, v := range []byte{frame.V4, frame.V5} {
-		for _, mode := range []string{"direct", "proxied", "nostats", "queued", "shed"} {
+		for _, mode := range []string{"direct", "proxied", "nostats", "queued", "queued40", "shed"} {
 			b.Run(fmtName(v, mode), func(b *testing.B) {
 				n := benchNode(b)
 				defer n.Close()
@@ -178,6 +178,16 @@ func BenchmarkForward(b *testing.B) {
 					// whoever frees a permit (request.Admitted).
 					p := proxytest.Start(b, []string{addr}, func(cfg *config.Config) {
 						cfg.NodeLimit = 16
+					})
+					defer p.Stop()
+					addr = p.Addr
+				case "queued40":
+					// 128 in flight against a limit of 40: the fleet law's
+					// limit before it reaches a lone sidecar's demand
+					// (limiter.fleet.raised). The node's answers come in
+					// smaller bursts, and each admits a queued request.
+					p := proxytest.Start(b, []string{addr}, func(cfg *config.Config) {
+						cfg.NodeLimit = 40
 					})
 					defer p.Stop()
 					addr = p.Addr
