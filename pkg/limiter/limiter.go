@@ -512,7 +512,7 @@ func (l *Limiter) adaptLocked(now int64) {
 			}
 			if n.fl.due(now, &l.cfg) {
 				limited, peak := n.blocked, n.ad.maxInflight
-				n.fl.nr.demand = float64(peak) + l.queuedFor(n)
+				n.fl.noteDemand(float64(peak) + l.queuedFor(n))
 				n.restartBinding()
 				l.setLimitLocked(n, n.fl.update(now, limited, peak, &l.cfg))
 			}

@@ -170,7 +170,10 @@ const (
 	// the limit is what keeps the backlog out of the node, and a probe
 	// doubles and must gain.
 	fleetProbeReach  = 4
-	fleetProbeMargin = 1.25
+	fleetProbeMargin = 1.5
+	// fleetDemandDecay is how much of the highest demand seen a window
+	// keeps (noteDemand).
+	fleetDemandDecay = 0.9
 	// The spacing of probes after a failed one: it doubles from
 	// fleetProbeGap to fleetProbeGapMax.
 	fleetProbeGap    = int64(time.Second)
@@ -221,8 +224,9 @@ type nodeRate struct {
 	// the least a dominant sidecar cuts to (judgeProbe).
 	met float64
 	// demand is how many requests wanted the node at the close of the
-	// last window: the most in flight in it, and its share of the queue
-	// (Limiter.adaptLocked).
+	// last windows: the most in flight in each, and its share of the
+	// queue then (Limiter.adaptLocked), the highest of the last few
+	// (noteDemand).
 	demand float64
 	// The readings judged since the probe began, summed: done requests,
 	// nanoseconds, how many.

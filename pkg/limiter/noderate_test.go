@@ -419,3 +419,24 @@ func TestFleetProbeThatMeetsTheDemandFallsOnlyPastTheNoise(t *testing.T) {
 		t.Fatalf("three readings 15%% under the rate before: limit %v, failed %d; want taken back to 128", p.f.limit, p.f.nr.failed)
 	}
 }
+
+// The demand a probe is raised to is the highest of the last windows'
+// readings, older ones worth less: 128 readers behind a limit of 32 left
+// 94, 0 and 34 requests in the proxy's queue at three windows' close, and
+// a raise sized to the last reading alone doubled, bound, and was judged
+// on a gain it could not show.
+func TestFleetDemandIsTheHighestOfTheLastWindows(t *testing.T) {
+	p := pastSlowStart(t, 32)
+	for _, queued := range []float64{94, 0, 34} {
+		p.f.noteDemand(32 + queued)
+	}
+	if got := p.f.raised(32, &p.cfg); got < 128 {
+		t.Fatalf("a raise from 32 after windows with 126, 32 and 66 requests wanting the node: %v; want all of the 128 readers covered", got)
+	}
+	for range 20 { // two seconds of 16 readers
+		p.f.noteDemand(16)
+	}
+	if got := p.f.raised(32, &p.cfg); got != 64 {
+		t.Fatalf("a raise from 32 once the demand fell to 16: %v; want a doubling, 64", got)
+	}
+}

@@ -154,6 +154,16 @@ func (f *fleet) judgeProbe(now int64, cfg *Config) bool {
 	return true
 }
 
+// noteDemand takes how many requests wanted the node at a window's close.
+// One reading of the queue is a poor measure: 128 readers behind a limit of
+// 32 left 0, 34 or 94 requests in the proxy's queue at the close of three
+// windows in a row (the rest were on their way between the client and the
+// proxy), and a raise sized to the first would have bound. The highest of
+// the last few windows, each older one worth a tenth less, is the demand.
+func (f *fleet) noteDemand(d float64) {
+	f.nr.demand = max(d, fleetDemandDecay*f.nr.demand)
+}
+
 // raised is a probe's or a climb's next step from limit: a doubling, or
 // the clients' whole demand (with a margin) when it is within
 // fleetProbeReach of the limit. A doubling from under a demand more than
