@@ -75,10 +75,9 @@ package limiter
 //     it met (as does a raise kept for its gain that met it) is the least
 //     the sidecar cuts to until Cassandra answers OVERLOADED or times
 //     out, or the sidecar stops being dominant: see judgeProbe. A probe
-//     that gains nothing
-//     makes the next wait twice as long as the last (up to
-//     fleetProbeGapMax), until the node's rate moves to half or twice
-//     where it failed.
+//     that gains nothing makes the next wait twice as long as the last
+//     (up to fleetProbeGapMax), until the node's rate moves to half or
+//     twice where it failed.
 //
 // The rate's noise is the smoothed relative change between readings while
 // the limit held after slow start, a change by more than half counting as
@@ -220,8 +219,8 @@ type nodeRate struct {
 	// heldN counts them all, the ring holds the last ones).
 	held  [fleetHeldReadings]heldReading
 	heldN int
-	// met is the demand the last probe kept at no gain met (0: none):
-	// the least a dominant sidecar cuts to (judgeProbe).
+	// met is the demand the last probe kept met (0: none): the least a
+	// dominant sidecar cuts to (judgeProbe).
 	met float64
 	// demand is how many requests wanted the node at the close of the
 	// last windows: the most in flight in each, and its share of the

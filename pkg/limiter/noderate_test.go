@@ -386,7 +386,7 @@ func TestFleetProbeReachesADemandWithinReach(t *testing.T) {
 	}
 }
 
-// A probe that meets the demand from just under it is kept unless the
+// A probe that meets the demand from within reach is kept unless the
 // node's rate fell, and a fall is judged against the noise of the readings
 // compared. With a fixed 5%, three readings against five on a node whose
 // rate varies by a tenth or more between readings (make bench's) fell by

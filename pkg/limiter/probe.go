@@ -54,9 +54,10 @@ func (r *nodeRate) openProbe(limit, rate float64, done uint64, n int, now int64)
 
 // judgeProbe judges the open probe at a reading whose interval it covers,
 // and reports whether the limit changed. A raise that the node turned
-// into throughput is kept, and the climb goes on: the limit doubles while
-// each doubling still serves more and the limit still binds. The first
-// raise that does not pays its way is taken back, and the climb ends there.
+// into throughput is kept, and the climb goes on: the limit is raised again
+// (raised) while each raise still serves more and the limit still binds.
+// The first raise that does not pay its way is taken back, and the climb
+// ends there.
 func (f *fleet) judgeProbe(now int64, cfg *Config) bool {
 	r := &f.nr
 	if r.prevAt < r.probeAt {
@@ -109,9 +110,9 @@ func (f *fleet) judgeProbe(now int64, cfg *Config) bool {
 	// whose rate varies by a tenth between readings fell by chance about
 	// one time in three, and 128 readers sat under their demand until the
 	// next probe.
-	near := r.bound == 0 && float64(r.probePeak) <= fleetProbeReach*r.probeFrom
+	inReach := r.bound == 0 && float64(r.probePeak) <= fleetProbeReach*r.probeFrom
 	kept := rate >= r.probeRate*(1-max(fleetRateAllowance, noise, byChance(r.pDone, r.probeDone)))
-	if r.bound == 0 && r.pN < fleetProbeReadings && (rate > r.probeRate || near) {
+	if r.bound == 0 && r.pN < fleetProbeReadings && (rate > r.probeRate || inReach) {
 		// A gain under the noise, or a raise that needs no gain: one
 		// reading cannot tell a few percent from noise (on make bench's
 		// node one reading in three differs from the last by more than a
@@ -119,7 +120,7 @@ func (f *fleet) judgeProbe(now int64, cfg *Config) bool {
 		// queue in front of a full node is what it would hold meanwhile.
 		return false
 	}
-	if near && kept {
+	if inReach && kept {
 		// The demand met is where this sidecar's cuts stop while it stays
 		// dominant (fleet.update): below it they only move the demand's
 		// queue from the node into the proxy, and each cut below it held
@@ -175,9 +176,8 @@ func (f *fleet) noteDemand(d float64) {
 // costs CPU that the node shares: 128 requests against a limit of 40 cost
 // the proxy 1.4-1.8x the CPU each of 128 in flight, mostly in smaller
 // bursts of answers and writes (BenchmarkForward/v4/queued40 against
-// BenchmarkForward/v4/proxied).
-// Such a raise is judged as one that meets the demand (judgeProbe): kept
-// unless the node's rate fell.
+// BenchmarkForward/v4/proxied). Such a raise is judged as one that meets
+// the demand (judgeProbe): kept unless the node's rate fell.
 func (f *fleet) raised(limit float64, cfg *Config) float64 {
 	to := max(fleetProbeStep*limit, limit+1)
 	if d := f.nr.demand; d > to && d <= fleetProbeReach*limit {
