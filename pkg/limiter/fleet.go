@@ -46,13 +46,17 @@ import (
 //     start doubles the limit every fleetDoubling Windows by the clock
 //     (sidecars started together stay equal; a sidecar the node's rate
 //     shows alone grows faster, see loneStart), until the first window over
-//     the target; after that it grows by fleetGrowth*limit^0.75 per Window
-//     of the window's length. The sub-linear growth is what makes the fleet
+//     the target; after that it grows by fleetGrowth*sqrt(limit) per Window
+//     of the window's length, if the window kept fleetBusy of the limit
+//     busy (see there). The sub-linear growth is what makes the fleet
 //     fair, as additive increase does for TCP (Chiu and Jain): the
 //     proportional cuts keep ratios, the growth gives small limits a larger
 //     share of growth. It is not additive, so that the fleet's sum grows
-//     only as K^0.25 with K sidecars: at K = 1,000 each adds 0.005 per
-//     window where the fleet shares 128.
+//     only as sqrt(K) with K sidecars: at K = 1,000 each adds 0.007 per
+//     Window where the fleet shares 128. Growth as limit^0.75 pulled
+//     limits apart by chance back together too weakly: Jain's index 0.84
+//     for 8 closed loops in front of the simulated node of 128 threads,
+//     0.94 with the square root.
 //   - Otherwise it holds: a client that does not use its limit says nothing
 //     about the node (the "app-limited" guard), and a window that began
 //     before the last growth filled the node only settles.
@@ -84,8 +88,19 @@ const (
 	// reading is noisy and an independent noise per sidecar would make the
 	// limits drift apart.
 	fleetGain = 0.5
-	// fleetGrowth*limit^0.75 is the growth per Window.
+	// fleetGrowth*sqrt(limit) is the growth per Window.
 	fleetGrowth = 0.02
+	// fleetBusy is the least share of the limit a window must have kept
+	// busy for it to grow: the time its answered requests spent in the
+	// node, over the window's length (Little's law). Clients that send
+	// at random find no room now and then even where they need a fraction
+	// of the limit, and a rule of growth on that alone let such a sidecar
+	// grow past its needs and keep the room: at 1,000 simulated sidecars
+	// of equal clients, the top 5% held limits of 0.34-0.83 where the
+	// median held 0.16, and served their clients' whole demand, twice
+	// their share, while the others were cut. A limit that binds keeps
+	// 0.84-0.96 of it busy in the simulator, paced slots included.
+	fleetBusy = 0.75
 	// fleetFutile: cuts to this fraction of the limit that leave the
 	// standing wait where it was, in a stretched window, mean a slower
 	// node.
@@ -279,10 +294,10 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 					// past the clock when it stops being alone.
 					limit = max(limit, min(fleetSlowCatchUp*limit, cfg.Floor*math.Exp2(float64(now-f.ssAt)/float64(fleetDoubling*cfg.Window))))
 				}
-			case !limited || settling:
+			case !limited || settling || float64(f.sum) < fleetBusy*limit*float64(elapsed):
 			default:
 				f.grew = true
-				limit += fleetGrowth * math.Pow(limit, 0.75) * float64(elapsed) / float64(cfg.Window)
+				limit += fleetGrowth * math.Sqrt(limit) * float64(elapsed) / float64(cfg.Window)
 			}
 			if limit > f.refLimit {
 				f.refLimit = 0 // grown back: the run of cuts is over

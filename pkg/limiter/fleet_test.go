@@ -601,3 +601,29 @@ func TestFleetLawIgnoresAnIdleSpan(t *testing.T) {
 		t.Errorf("the limit rose from %.1f to %.1f after a minute idle; want at most a probe's doubling", before, most)
 	}
 }
+
+// Clients that send at random find no room now and then even where they
+// keep a tenth of the limit busy; growing on that alone took such
+// sidecars past their needs, where they kept the room and served their
+// clients' whole demand while the others were cut (at 1,000 simulated
+// sidecars the top 5% held 2-5 times the median limit). A bound window
+// grows the limit only if its answers kept fleetBusy of it busy.
+func TestFleetGrowsOnlyALimitItsClientsKeepBusy(t *testing.T) {
+	p := pastSlowStart(t, 10)
+	window := func(answers int, limited bool) float64 {
+		p.now += int64(100 * time.Millisecond)
+		for range answers {
+			p.f.record(Success, time.Millisecond)
+		}
+		return p.f.update(p.now, limited, 10, &p.cfg)
+	}
+	window(1000, false) // the baseline, 1 ms: holds
+	// 100 answers of 1 ms in 100 ms: one request in flight on average.
+	if got := window(100, true); got != 10 {
+		t.Fatalf("a bound window that kept 1 of 10 busy: limit %v; want 10", got)
+	}
+	// 1,000: all ten busy.
+	if got := window(1000, true); got <= 10 {
+		t.Fatalf("a bound window that kept the limit busy: limit %v; want growth", got)
+	}
+}
