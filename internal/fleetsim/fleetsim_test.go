@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cqlgate/cqlgate/pkg/limiter"
 )
 
 // smallNode keeps the CI scenario cheap: 16 threads of 5ms (3,200/s).
@@ -264,5 +266,29 @@ func TestLoneSidecarsProbesKeepItsThroughput(t *testing.T) {
 		if r.GoodCap < 0.98 {
 			t.Errorf("%s, seed %d: goodput %.3f of capacity; want >= 0.98", sc.Name, sc.Seed, r.GoodCap)
 		}
+	}
+}
+
+// 1,000 sidecars whose limits are held at 0.154, 1.2x the node's threads
+// in all, at 2x its capacity. A paced slot that rested in proportion to its
+// request's latency sent requests that waited together back together: the
+// fleet fell into step, the node swung between 44 and 350 requests and
+// idled between the waves, serving 0.89 of its capacity. Rests drawn at
+// random served 0.99.
+func TestFleetOfPacedSidecarsDoesNotFallIntoStep(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a 60 s simulation of 1,000 sidecars: minutes under -race; make test runs it without it")
+	}
+	frozen := Mode{Name: "fleet frozen", Config: func(NodeModel, int) limiter.Config {
+		// Windows of an hour never close: the limits stay at the floor.
+		return limiter.Config{Adaptive: true, Law: limiter.LawFleet, Floor: 0.154, Window: time.Hour, BaselineWindow: time.Hour}
+	}}
+	r, err := Run(Uniform(DefaultNode(), frozen, 1000, 2, sweepDuration, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sum of limits %.2f of the threads, goodput %.3f of capacity", r.LimitSum, r.GoodCap)
+	if r.GoodCap < 0.97 {
+		t.Errorf("goodput %.3f of capacity with limits adding up to %.2fx the threads; want >= 0.97", r.GoodCap, r.LimitSum)
 	}
 }

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -12,7 +13,10 @@ func frozenFleetConfig(floor float64) Config {
 }
 
 // A limit of 0.25 is one request in flight, then three of its latencies of
-// rest before the next: the node sees a quarter of a request on average.
+// rest on average before the next: the node sees a quarter of a request.
+// The rests are drawn at random (restDraw), and a request granted late
+// (the queue is served on ticks, every 10ms here) shortens the next rest
+// by as much, so the slot's duty stays a quarter.
 func TestFleetFractionalLimitPaces(t *testing.T) {
 	l, clk := newTestLimiter(t, frozenFleetConfig(0.25), 1)
 	if s := l.Stats(); s.Nodes[0].Limit != 1 || s.LimitExact != 0.25 {
@@ -24,29 +28,45 @@ func TestFleetFractionalLimitPaces(t *testing.T) {
 	if !a.ok || !b.pending() {
 		t.Fatalf("first admitted %v, second pending %v; want one request in flight", a.ok, b.pending())
 	}
-	clk.Advance(10 * time.Millisecond)
-	a.permit.Release(Success, 10*time.Millisecond)
-	// The slot rests 10ms * (1-0.25)/0.25 = 30ms.
-	clk.Advance(29 * time.Millisecond)
-	l.Sweep()
-	if !b.pending() {
-		t.Fatal("admitted 29ms after a 10ms request; want a 30ms rest at a limit of 0.25")
+	const n, latency = 2000, 10 * time.Millisecond
+	start := clk.Now()
+	var gaps []float64 // ticks from a release to the next grant
+	cur, next := a, b
+	for i := range n {
+		clk.Advance(latency)
+		cur.permit.Release(Success, latency)
+		ticks := 0
+		for !next.ok {
+			clk.Advance(latency)
+			l.Sweep()
+			ticks++
+		}
+		gaps = append(gaps, float64(ticks))
+		cur, next = next, &rec{t: t, id: i + 3}
+		l.Acquire(next, 1, 0, nil, time.Time{})
 	}
-	clk.Advance(time.Millisecond)
-	l.Sweep()
-	if !b.ok {
-		t.Fatal("not admitted after the 30ms rest")
+	duty := float64(n) * float64(latency) / float64(clk.Now().Sub(start))
+	mean, sd := meanSD(gaps)
+	t.Logf("duty %.3f; rest %.2f ± %.2f ticks", duty, mean, sd)
+	if duty < 0.23 || duty > 0.27 {
+		t.Errorf("the slot was held %.3f of the time; want 0.25", duty)
 	}
-	// A request granted late (the queue is served on ticks) shortens the
-	// next rest by as much: the slot's duty stays a quarter.
-	clk.Advance(10 * time.Millisecond)
-	b.permit.Release(Success, 10*time.Millisecond)
-	clk.Advance(35 * time.Millisecond) // 5ms late
-	c := &rec{t: t, id: 3}
-	l.Acquire(c, 1, 0, nil, time.Time{}) // nothing waited: not late
-	if !c.ok {
-		t.Fatal("not admitted after the rest")
+	// Rests all alike would send sidecars whose requests waited together
+	// back together: an exponential's deviation is its mean.
+	if sd < 0.6*mean {
+		t.Errorf("rests %.2f ± %.2f ticks; want them drawn (deviation near the mean)", mean, sd)
 	}
+}
+
+func meanSD(x []float64) (mean, sd float64) {
+	for _, v := range x {
+		mean += v
+	}
+	mean /= float64(len(x))
+	for _, v := range x {
+		sd += (v - mean) * (v - mean)
+	}
+	return mean, math.Sqrt(sd / float64(len(x)))
 }
 
 // A schema change takes seconds and is no sample; at a small limit its
