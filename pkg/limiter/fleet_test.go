@@ -14,7 +14,7 @@ func frozenFleetConfig(floor float64) Config {
 
 // A limit of 0.25 is one request in flight, then three of its latencies of
 // rest on average before the next: the node sees a quarter of a request.
-// The rests are drawn at random (restDraw), and a request granted late
+// Past slow start the rests are drawn at random (restDraw), and a request granted late
 // (the queue is served on ticks, every 10ms here) shortens the next rest
 // by as much, so the slot's duty stays a quarter.
 func TestFleetFractionalLimitPaces(t *testing.T) {
@@ -22,6 +22,7 @@ func TestFleetFractionalLimitPaces(t *testing.T) {
 	if s := l.Stats(); s.Nodes[0].Limit != 1 || s.LimitExact != 0.25 {
 		t.Fatalf("slots %d, exact limit %g; want 1 and 0.25", s.Nodes[0].Limit, s.LimitExact)
 	}
+	l.nodes[0].fl.slow = false // past slow start, whose rests are not drawn
 	a, b := &rec{t: t, id: 1}, &rec{t: t, id: 2}
 	l.Acquire(a, 1, 0, nil, time.Time{})
 	l.Acquire(b, 1, 0, nil, time.Time{})
