@@ -66,14 +66,14 @@ func (l *Limiter) pace(n *node, latency time.Duration) {
 		// mean. Requests that waited in the same burst at the node come
 		// back with the same latency; rests in proportion to it, alike,
 		// sent them back together, and a fleet of paced sidecars fell
-		// into step: 1,000 simulated sidecars with limits held at 0.154
-		// (1.2x the node's threads in all) left it swinging between 44
-		// and 350 requests from one 100 ms to the next, idle between the
-		// waves, serving 0.89 of its capacity (0.99 with drawn rests).
-		// Not in slow start, whose clock keeps the sidecars started
-		// together equal: drawn rests there made their windows differ,
-		// and 8 sidecars sharing a node of 16 threads ended 0.80-0.90
-		// fair by Jain's index.
+		// into step: 1,000 simulated sidecars with limits held at 0.2
+		// left the node swinging between 44 and 350 requests from one
+		// 100 ms to the next, idle between the waves; held at 0.154 (1.2x
+		// its threads in all) it served 0.89 of its capacity, 0.99 with
+		// drawn rests. Not in slow start, whose clock keeps sidecars
+		// started together equal: drawn rests there made their windows
+		// differ, and 8 sidecars sharing a node of 16 threads at 5x its
+		// capacity ended as low as 0.80 fair by Jain's index.
 		rest *= n.restDraw(now)
 	}
 	r := int64(rest)
