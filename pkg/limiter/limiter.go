@@ -21,6 +21,7 @@ package limiter
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -138,7 +139,7 @@ type node struct {
 	// got it (the queue is served on releases and ticks): the next rest
 	// is that much shorter, so that the slot is held frac of the time.
 	late int64
-	rng  uint64 // restDraw's state (0: not seeded)
+	rng  *rand.Rand // restDraw's generator (nil: not seeded)
 	// blocked: a request found no room on the node since the fleet law's
 	// window began (the limit bound, as opposed to an idle client).
 	blocked bool

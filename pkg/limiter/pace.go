@@ -9,6 +9,7 @@ package limiter
 
 import (
 	"math"
+	"math/rand/v2"
 	"time"
 )
 
@@ -80,16 +81,13 @@ func (l *Limiter) pace(n *node, latency time.Duration) {
 	n.paceAt = now + r - min(n.late, r)
 }
 
-// restDraw returns an exponential variate of mean 1 (capped at 8, which
-// moves the mean by 0.03%), from a xorshift generator seeded by the clock
-// at its first use: sidecars started together draw apart.
+// restDraw returns an exponential variate of mean 1, capped at 8 (which
+// moves the mean by 0.03%), from a generator seeded by the clock at its
+// first use: sidecars started together draw apart, and a simulation on a
+// virtual clock replays the same draws.
 func (n *node) restDraw(now int64) float64 {
-	if n.rng == 0 {
-		n.rng = uint64(now)*0x9e3779b97f4a7c15 | 1
+	if n.rng == nil {
+		n.rng = rand.New(rand.NewPCG(uint64(now), 0x9e3779b97f4a7c15))
 	}
-	n.rng ^= n.rng << 13
-	n.rng ^= n.rng >> 7
-	n.rng ^= n.rng << 17
-	u := float64(n.rng>>11) / (1 << 53) // in [0, 1)
-	return min(-math.Log1p(-u), 8)
+	return min(n.rng.ExpFloat64(), 8)
 }
