@@ -144,6 +144,9 @@ type fleet struct {
 
 	base int64 // the lowest window minimum (0: none yet)
 	mean int64 // the last window's mean, for pacing
+	// lowest is the lowest window minimum ever: base before any rebase
+	// raised it (see rebase, which goes back to it).
+	lowest int64
 
 	// In a run of cuts (which windows under the target interrupt without
 	// ending it, until the limit grows back), the limit and the standing
@@ -233,6 +236,9 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 		f.mean = mean
 		if f.base == 0 || f.wmin < f.base {
 			f.base = f.wmin
+		}
+		if f.lowest == 0 || f.wmin < f.lowest {
+			f.lowest = f.wmin
 		}
 		// The minimum of few samples sits above the distribution's
 		// lower edge by about (mean-edge)/count: a sidecar with a small

@@ -359,6 +359,8 @@ func (f *fleet) reading(now int64, total uint64, limited bool, peak int32, cfg *
 // growth, which keeps the fleet fair, takes them back up. The limit is not
 // restored as a dominant sidecar's is: sidecars that each restored their
 // own run's start drifted apart (Jain 0.45 at K = 8 in the simulator).
+// When the rate rises over the reference by more than chance again, the
+// node is fast again and the baseline goes back to the lowest minimum.
 //
 // The reference is the node's rate in the last block in which every window
 // was under the target, raised since by any block that served more by more
@@ -388,6 +390,22 @@ func (f *fleet) rebase(now int64) {
 	done, calm := r.blockDone, r.blockCalm
 	r.blockDone, r.blockTime = 0, 0
 	chance := max(fleetRateAllowance, byChance(done, r.refDone))
+	if f.base > f.lowest && r.refRate > 0 && rate > r.refRate*(1+chance) {
+		// The node serves more than it did when it was last judged
+		// slower: it is fast again (the compaction ended). The minimum
+		// it was rebased to carried the wait its queue stood at then, on
+		// top of the slower service; kept, it hid that much queue from
+		// this sidecar for good. After 80 s of a node 1.6x slower, 1,000
+		// simulated sidecars' limits added up to 3.3x its threads for
+		// as long as the run lasted (1.5x before); and each kept the
+		// minimum of its own last window before the rate fell, so that
+		// their limits spread: Jain's index over the sweep's minute
+		// 0.90-0.91, 0.94-0.95 going back.
+		// If the node is still slower than at first, the law reads its
+		// queue from the lowest minimum, cuts, and the rate's next fall
+		// rebases again.
+		f.base = f.lowest
+	}
 	switch {
 	case calm || rate > r.refRate*(1+chance):
 		r.refRate, r.refDone = rate, done
