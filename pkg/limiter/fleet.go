@@ -150,8 +150,8 @@ type fleet struct {
 
 	base int64 // the lowest window minimum (0: none yet)
 	mean int64 // the last window's mean, for pacing
-	// lowest is the lowest window minimum ever: base before any rebase
-	// raised it (see rebase, which goes back to it).
+	// lowest is the lowest window minimum ever: where rebase takes the
+	// baseline back once the node is fast again.
 	lowest int64
 
 	// In a run of cuts (which windows under the target interrupt without
@@ -195,7 +195,8 @@ func (f *fleet) slower(mean int64) bool {
 // sidecars to part). The dead zone is not lost at once at a line: one that
 // a sidecar loses by crossing it holds the sidecars that dip under it, and
 // 100 closed loops, whose limits hover about 1.3, fell to 0.95 fair with a
-// line at 1 (0.97 without); with the ramp they stay at 0.96-0.98.
+// line at 1 (0.97 with the dead zone at every limit); with the ramp they
+// stay at 0.96-0.98.
 func (f *fleet) deadZone(cfg *Config) float64 {
 	z := max((cfg.Tolerance-1)*float64(f.base), float64(fleetMinWait))
 	if f.slow {

@@ -246,6 +246,7 @@ type nodeRate struct {
 
 	undone, probed uint64 // runs undone, probes kept
 	rebased        uint64 // runs ended by a new baseline (rebase)
+	upBase         bool   // rebase raised the baseline since the node was last fast
 	failed         uint64 // probes taken back (for tests)
 }
 
@@ -390,7 +391,7 @@ func (f *fleet) rebase(now int64) {
 	done, calm := r.blockDone, r.blockCalm
 	r.blockDone, r.blockTime = 0, 0
 	chance := max(fleetRateAllowance, byChance(done, r.refDone))
-	if f.base > f.lowest && r.refRate > 0 && rate > r.refRate*(1+chance) {
+	if r.upBase && r.refRate > 0 && rate > r.refRate*(1+chance) {
 		// The node serves more than it did when it was last judged
 		// slower: it is fast again (the compaction ended). The minimum
 		// it was rebased to carried the wait its queue stood at then, on
@@ -403,8 +404,11 @@ func (f *fleet) rebase(now int64) {
 		// 0.90-0.91, 0.94-0.95 going back.
 		// If the node is still slower than at first, the law reads its
 		// queue from the lowest minimum, cuts, and the rate's next fall
-		// rebases again.
+		// rebases again. Only a baseline raised here goes back: one
+		// that a dominant sidecar's probe raised measures latency that
+		// rises with load (probe.go).
 		f.base = f.lowest
+		r.upBase = false
 	}
 	switch {
 	case calm || rate > r.refRate*(1+chance):
@@ -412,6 +416,7 @@ func (f *fleet) rebase(now int64) {
 	case r.runLimit == 0 || f.calm:
 	case rate < r.refRate*(1-chance):
 		f.base = max(f.base, r.lastMin)
+		r.upBase = true
 		f.refLimit, r.runLimit = 0, 0
 		r.refRate, r.refDone = rate, done
 		r.rebased++
