@@ -264,6 +264,9 @@ func (r *Result) Row() string {
 			conv[i] = fmt.Sprintf("%.1f", c)
 		}
 	}
+	if len(conv) == 0 {
+		conv = []string{"-"} // no step
+	}
 	return fmt.Sprintf("| %s | %d | %.2f | %.2f | %s | %.1f | %.1f | %.1f%% | %s | %.1f%% | %.2f | %s | %.2f | %.0f%% |",
 		r.Name, r.K, r.GoodCap, r.GoodTarget, ms(r.P99), r.ClientRatio, r.P99Ratio, 100*r.OverShare, ms(r.OverP99),
 		100*r.TimeoutShare, r.Jain, strings.Join(conv, " / "), r.LimitSum, 100*r.LimitIn20)

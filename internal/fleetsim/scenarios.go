@@ -112,7 +112,10 @@ func Mixed(node NodeModel, m Mode, k int, load float64, d time.Duration, seed ui
 
 // Sweep is the full set of scenarios behind docs/results.md: every mode at
 // K = 1, 8, 100 and 1,000 with open loops at 0.5x, 2x and 5x capacity, a
-// closed loop, and the mixed fleet at 2x for K = 100 and 1,000.
+// closed loop, and the mixed fleet at 2x for K = 100 and 1,000, with the
+// node's step and without it: the cuts that follow a step set every sidecar
+// back near the others, and can hide a fleet that a rule of the law splits
+// for good while the node keeps its speed.
 func Sweep(seed uint64) []Scenario {
 	node := DefaultNode()
 	var out []Scenario
@@ -125,6 +128,10 @@ func Sweep(seed uint64) []Scenario {
 		}
 		for _, k := range []int{100, 1000} {
 			out = append(out, Mixed(node, m, k, 2, sweepDuration, seed))
+			steady := Mixed(node, m, k, 2, sweepDuration, seed)
+			steady.Name += ", steady node"
+			steady.Steps = nil
+			out = append(out, steady)
 		}
 	}
 	return out
