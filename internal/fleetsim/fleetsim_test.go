@@ -363,9 +363,7 @@ func TestMixedFleetStaysFairOnASteadyNode(t *testing.T) {
 		t.Skip("a 60 s simulation of 1,000 sidecars: minutes under -race; make test runs it without it")
 	}
 	fleet, _ := ModeNamed("fleet")
-	sc := Mixed(DefaultNode(), fleet, 1000, 2, sweepDuration, 1)
-	sc.Steps = nil
-	r, err := Run(sc)
+	r, err := Run(steadyNode(Mixed(DefaultNode(), fleet, 1000, 2, sweepDuration, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,8 @@ import (
 // The minimum of n samples sits above the lower edge by about
 // noise = (mean-baseline)/n (exactly so for an exponential tail), so
 //
-//	d      = windowMin - baseline - noise                         (unbiased standing wait)
-//	target = max((Tolerance-1)*baseline, fleetMinWait) + 2*noise      (+2*noise in slow start)
+//	d      = windowMin - baseline - noise                     (unbiased standing wait)
+//	target = max((Tolerance-1)*baseline, fleetMinWait) + 2*noise  (+2*noise in slow start)
 //
 // The target is the same at every limit. A rule that depends on the limit
 // splits a fleet of unequal clients: with no dead zone under a limit of

@@ -397,18 +397,19 @@ func (f *fleet) rebase(now int64) {
 		if r.upBase && rose {
 			// The node serves more than it did when it was last judged
 			// slower: it is fast again (the compaction ended). The minimum
-			// it was rebased to carried the wait its queue stood at then, on
-			// top of the slower service; kept, it hid that much queue from
-			// this sidecar for good. After 80 s of a node 1.6x slower, 1,000
-			// simulated sidecars' limits added up to 3.3x its threads for
-			// as long as the run lasted (1.5x before); and each kept the
-			// minimum of its own last window before the rate fell, so that
-			// their limits spread: Jain's index over the sweep's minute
-			// 0.90-0.91, 0.94-0.95 going back. If the node is still slower than at first, the law reads its
-			// queue from the lowest minimum, cuts, and the rate's next fall
-			// rebases again. Only a baseline raised here goes back: one
-			// that a dominant sidecar's probe raised measures latency that
-			// rises with load (probe.go).
+			// it was rebased to carried the wait its queue stood at then,
+			// on top of the slower service; kept, it hid that much queue
+			// from this sidecar for good. After 80 s of a node 1.6x
+			// slower, 1,000 simulated sidecars' limits added up to 3.3x
+			// its threads for as long as the run lasted (1.5x before); and
+			// each kept the minimum of its own last window before the rate
+			// fell, so that their limits spread: Jain's index over the
+			// sweep's minute 0.90-0.91, 0.94-0.95 going back. If the node
+			// is still slower than at first, the law reads its queue from
+			// the lowest minimum, cuts, and the rate's next fall rebases
+			// again. Only a baseline raised here goes back: one that a
+			// dominant sidecar's probe raised measures latency that rises
+			// with load (probe.go).
 			f.base = f.lowest
 			r.upBase = false
 		}
