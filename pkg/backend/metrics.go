@@ -16,6 +16,8 @@ type metrics struct {
 	up       *prometheus.Desc
 	pools    *prometheus.Desc
 	roles    *prometheus.Desc
+	// The node's own thread pool, as last read (Cluster.Load).
+	active, threads, pending *prometheus.Desc
 }
 
 func newMetrics(cl *Cluster) *metrics {
@@ -37,7 +39,13 @@ func newMetrics(cl *Cluster) *metrics {
 		inflight: prometheus.NewDesc("cqlgate_backend_in_flight_requests", "Requests sent to a node and not yet answered.", []string{"node"}, nil),
 		up:       prometheus.NewDesc("cqlgate_backend_node_up", "1 when the node is believed reachable.", []string{"node"}, nil),
 		pools:    prometheus.NewDesc("cqlgate_backend_pools", "Open connection pools: one per protocol version in use and per keyspace clients USE (see --keyspace-pool-idle-timeout), and with --passthrough-identity role, each of those per role (see --role-pool-idle-timeout).", nil, nil),
-		roles:    prometheus.NewDesc("cqlgate_backend_roles", "Client roles with their own backend pools or client connections (--passthrough-identity role; at most --max-role-pools).", nil, nil),
+		active: prometheus.NewDesc("cqlgate_backend_node_active_requests",
+			"Requests a node's native transport threads were serving, by its own count (system_views.thread_pools, Native-Transport-Requests: active_tasks), as last read; read in fleet mode only (--limit-mode fleet).", []string{"node"}, nil),
+		threads: prometheus.NewDesc("cqlgate_backend_node_request_threads",
+			"The most requests a node serves at once (active_tasks_limit: native_transport_max_threads), as last read; read in fleet mode only.", []string{"node"}, nil),
+		pending: prometheus.NewDesc("cqlgate_backend_node_queued_requests",
+			"Requests waiting inside a node for one of its native transport threads (pending_tasks), all its clients' and not only this proxy's, as last read; read in fleet mode only. A queue that stands here while the active requests sit at the threads is a node driven past its best concurrency.", []string{"node"}, nil),
+		roles: prometheus.NewDesc("cqlgate_backend_roles", "Client roles with their own backend pools or client connections (--passthrough-identity role; at most --max-role-pools).", nil, nil),
 	}
 }
 
@@ -50,6 +58,9 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.up
 	ch <- m.pools
 	ch <- m.roles
+	ch <- m.active
+	ch <- m.threads
+	ch <- m.pending
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
@@ -81,5 +92,10 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.conns, prometheus.GaugeValue, float64(conns[n]), n.Addr)
 		ch <- prometheus.MustNewConstMetric(m.inflight, prometheus.GaugeValue, float64(inflight[n]), n.Addr)
 		ch <- prometheus.MustNewConstMetric(m.up, prometheus.GaugeValue, up, n.Addr)
+		if l := n.LastLoad(); l != nil && n.Up() {
+			ch <- prometheus.MustNewConstMetric(m.active, prometheus.GaugeValue, float64(l.Active), n.Addr)
+			ch <- prometheus.MustNewConstMetric(m.threads, prometheus.GaugeValue, float64(l.Threads), n.Addr)
+			ch <- prometheus.MustNewConstMetric(m.pending, prometheus.GaugeValue, float64(l.Pending), n.Addr)
+		}
 	}
 }

@@ -1,32 +1,46 @@
 package backend
 
-// A node's own count of the requests it completed, which the fleet limit
-// uses as the throughput every sidecar sees alike (see pkg/limiter's
-// noderate.go).
+// A node's own view of its load: the count of requests it completed, which
+// the fleet limit uses as the throughput every sidecar sees alike (see
+// pkg/limiter's noderate.go), and its native transport threads' work and
+// queue, which the metrics show.
 
 import (
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 )
 
-// completedQuery reads the native transport's thread pool, which counts
-// one completed task per request the node answered (Cassandra 4.0 and
-// later; the virtual table does not exist before).
-const completedQuery = "SELECT completed_tasks FROM system_views.thread_pools WHERE name='Native-Transport-Requests'"
+// loadQuery reads the native transport's thread pool (Cassandra 4.0 and
+// later; the virtual table does not exist before). It counts one completed
+// task per request the node answered; its active tasks are the requests
+// being served, at most active_tasks_limit (native_transport_max_threads),
+// and its pending tasks the requests waiting for a thread.
+const loadQuery = "SELECT completed_tasks, active_tasks, active_tasks_limit, pending_tasks FROM system_views.thread_pools WHERE name='Native-Transport-Requests'"
 
 // ErrNoConnection: the node has no open connection to ask on.
 var ErrNoConnection = errors.New("no open connection to the node")
 
-// CompletedRequests asks node n, over a connection of the default pool,
-// how many requests it has completed since it started. A node without the
-// virtual table (before Cassandra 4.0) answers with a *ServerError.
-func (cl *Cluster) CompletedRequests(ctx context.Context, n *Node) (uint64, error) {
+// NodeLoad is one reading of a node's native transport thread pool.
+type NodeLoad struct {
+	Completed uint64 // requests completed since the node started
+	Active    int64  // requests being served
+	Threads   int64  // the most it serves at once
+	Pending   int64  // requests waiting for a thread
+	At        time.Time
+}
+
+// Load asks node n, over a connection of the default pool, for its native
+// transport thread pool's counts, and keeps them for the metrics
+// (LastLoad). A node without the virtual table (before Cassandra 4.0)
+// answers with a *ServerError.
+func (cl *Cluster) Load(ctx context.Context, n *Node) (NodeLoad, error) {
 	v := cl.Version()
 	pool, err := cl.Pool(ctx, v, "")
 	if err != nil {
-		return 0, err
+		return NodeLoad{}, err
 	}
 	for _, np := range *pool.nodes.Load() {
 		if np.node != n {
@@ -34,16 +48,61 @@ func (cl *Cluster) CompletedRequests(ctx context.Context, n *Node) (uint64, erro
 		}
 		c, _ := np.leastLoaded()
 		if c == nil {
-			return 0, ErrNoConnection
+			return NodeLoad{}, ErrNoConnection
 		}
-		rows, err := c.query(ctx, v, completedQuery)
+		rows, err := c.query(ctx, v, loadQuery)
 		if err != nil {
-			return 0, fmt.Errorf("completed requests on %s: %w", n.Addr, err)
+			return NodeLoad{}, fmt.Errorf("load of %s: %w", n.Addr, err)
 		}
-		if len(rows) != 1 || len(rows[0].bytes("completed_tasks")) != 8 {
-			return 0, fmt.Errorf("completed requests on %s: %d rows, not one bigint", n.Addr, len(rows))
+		if len(rows) != 1 {
+			return NodeLoad{}, fmt.Errorf("load of %s: %d rows, not one", n.Addr, len(rows))
 		}
-		return binary.BigEndian.Uint64(rows[0].bytes("completed_tasks")), nil
+		l, err := parseLoad(rows[0])
+		if err != nil {
+			return NodeLoad{}, fmt.Errorf("load of %s: %w", n.Addr, err)
+		}
+		l.At = time.Now()
+		n.load.Store(&l)
+		return l, nil
 	}
-	return 0, ErrNoConnection
+	return NodeLoad{}, ErrNoConnection
+}
+
+// LastLoad is the node's last reading (Cluster.Load), nil before the first.
+func (n *Node) LastLoad() *NodeLoad { return n.load.Load() }
+
+// parseLoad decodes a thread_pools row. completed_tasks is a bigint and the
+// others ints; either width is taken, in case a version widens one.
+func parseLoad(r row) (NodeLoad, error) {
+	var l NodeLoad
+	for _, c := range []struct {
+		name string
+		to   *int64
+	}{{"active_tasks", &l.Active}, {"active_tasks_limit", &l.Threads}, {"pending_tasks", &l.Pending}} {
+		v, err := integer(r.bytes(c.name))
+		if err != nil {
+			return NodeLoad{}, fmt.Errorf("%s: %w", c.name, err)
+		}
+		*c.to = v
+	}
+	done, err := integer(r.bytes("completed_tasks"))
+	if err != nil {
+		return NodeLoad{}, fmt.Errorf("completed_tasks: %w", err)
+	}
+	if done < 0 {
+		return NodeLoad{}, fmt.Errorf("completed_tasks: %d", done)
+	}
+	l.Completed = uint64(done)
+	return l, nil
+}
+
+// integer decodes a CQL int or bigint.
+func integer(b []byte) (int64, error) {
+	switch len(b) {
+	case 4:
+		return int64(int32(binary.BigEndian.Uint32(b))), nil
+	case 8:
+		return int64(binary.BigEndian.Uint64(b)), nil
+	}
+	return 0, fmt.Errorf("%d bytes, not an int or a bigint", len(b))
 }

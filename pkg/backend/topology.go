@@ -29,8 +29,9 @@ type Node struct {
 	Tokens         []string
 	ReleaseVersion string
 
-	up atomic.Bool
-	cl *Cluster
+	up   atomic.Bool
+	load atomic.Pointer[NodeLoad] // the last reading (Cluster.Load)
+	cl   *Cluster
 }
 
 // Up reports whether the node is believed reachable: it is after a

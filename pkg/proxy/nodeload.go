@@ -1,7 +1,8 @@
 package proxy
 
 // The fleet limit's readings of each node's own count of completed
-// requests (see pkg/limiter's noderate.go).
+// requests (see pkg/limiter's noderate.go), which also give the metrics
+// the node's own threads and queue (backend.Cluster.Load).
 
 import (
 	"context"
@@ -54,12 +55,12 @@ func (p *Proxy) pollNodeLoad(ctx context.Context) {
 				continue
 			}
 			rctx, cancel := context.WithTimeout(ctx, nodeLoadTimeout)
-			total, err := p.cluster.CompletedRequests(rctx, n)
+			load, err := p.cluster.Load(rctx, n)
 			cancel()
 			var se *backend.ServerError
 			switch {
 			case err == nil:
-				p.limiter.NodeCompleted(id, total)
+				p.limiter.NodeCompleted(id, load.Completed)
 			case errors.As(err, &se):
 				if _, seen := retry[id]; !seen {
 					p.log.Info("the node does not report its completed requests; its fleet limit follows latencies alone",

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -94,6 +95,7 @@ func TestDocsMetrics(t *testing.T) {
 	reg := admin.NewRegistry()
 	rec := &docgen.Recorder{Next: reg}
 	exercise(t, startInProcess(t, c.Addrs, rec))
+	waitForFamily(t, reg, "cqlgate_backend_node_request_threads")
 	inProcess, err := rec.Families()
 	if err != nil {
 		t.Fatal(err)
@@ -293,4 +295,22 @@ func TestDocsLinks(t *testing.T) {
 			}
 		}
 	}
+}
+
+// waitForFamily waits until reg gathers a series of the family name: one
+// that only a reading made in the background creates.
+func waitForFamily(t *testing.T, reg prometheus.Gatherer, name string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				return
+			}
+		}
+	}
+	t.Fatalf("no series of %s after 10s", name)
 }

@@ -148,7 +148,8 @@ func TestLimiterRejectsWithOverloadedV5LZ4(t *testing.T) {
 // TestFleetModeReadsTheNodesCount: in fleet mode the proxy reads the
 // node's own count of completed requests (system_views.thread_pools) and
 // the limiter turns it into the node's rate, which covers at least the
-// reads sent through the proxy meanwhile.
+// reads sent through the proxy meanwhile; the metrics show the node's
+// threads, the requests they serve and its queue from the same reading.
 func TestFleetModeReadsTheNodesCount(t *testing.T) {
 	p, s := limitedProxy(t, func(cfg *config.Config) {
 		cfg.LimitMode = "fleet"
@@ -169,5 +170,15 @@ func TestFleetModeReadsTheNodesCount(t *testing.T) {
 	}
 	if rate <= 0 {
 		t.Fatalf("cqlgate_limiter_node_rate = %v after 10s of reads; want the node's rate", rate)
+	}
+	// The same reading gives the node's threads and queue. The reading is
+	// itself a request the node serves, so at least one is active; the
+	// local node keeps Cassandra's 128 threads, and a few reads in turn
+	// queue nothing.
+	threads := metricSum(t, p.Reg, "cqlgate_backend_node_request_threads")
+	active := metricSum(t, p.Reg, "cqlgate_backend_node_active_requests")
+	queued := metricSeries(t, p.Reg, "cqlgate_backend_node_queued_requests")
+	if threads != 128 || active < 1 || active > threads || len(queued) != 1 {
+		t.Errorf("node threads %v, active %v, queued %v; want 128, 1..128, one series", threads, active, queued)
 	}
 }

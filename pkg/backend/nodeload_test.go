@@ -1,0 +1,52 @@
+package backend
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+)
+
+func cqlInt(v int32) []byte { return binary.BigEndian.AppendUint32(nil, uint32(v)) }
+func cqlBig(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
+func loadRow(m map[string][]byte) row {
+	r := row{"completed_tasks": cqlBig(1 << 40), "active_tasks": cqlInt(7), "active_tasks_limit": cqlInt(128), "pending_tasks": cqlInt(300)}
+	for k, v := range m {
+		r[k] = v
+	}
+	return r
+}
+
+// Cassandra 5.0's thread_pools row: completed_tasks a bigint, the others
+// ints. Each column lands in its own field, whatever the widths.
+func TestParseLoad(t *testing.T) {
+	l, err := parseLoad(loadRow(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Completed != 1<<40 || l.Active != 7 || l.Threads != 128 || l.Pending != 300 {
+		t.Errorf("got %+v; want completed 2^40, active 7, threads 128, pending 300", l)
+	}
+	l, err = parseLoad(loadRow(map[string][]byte{"pending_tasks": cqlBig(5), "completed_tasks": cqlInt(9)}))
+	if err != nil || l.Pending != 5 || l.Completed != 9 {
+		t.Errorf("widened and narrowed columns: %+v, %v; want pending 5, completed 9", l, err)
+	}
+}
+
+// A null, a column of another type or a negative count is an error that
+// names the column, never a reading of zero.
+func TestParseLoadRejectsWhatIsNotACount(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		r    row
+		want string
+	}{
+		{"null active", loadRow(map[string][]byte{"active_tasks": nil}), "active_tasks"},
+		{"text pending", loadRow(map[string][]byte{"pending_tasks": []byte("abc")}), "pending_tasks"},
+		{"missing limit", func() row { r := loadRow(nil); delete(r, "active_tasks_limit"); return r }(), "active_tasks_limit"},
+		{"negative completed", loadRow(map[string][]byte{"completed_tasks": cqlBig(-1)}), "completed_tasks"},
+	} {
+		if _, err := parseLoad(c.r); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err %v; want one naming %s", c.name, err, c.want)
+		}
+	}
+}
