@@ -2,7 +2,17 @@ package backend
 
 // The cluster's Prometheus collector: nodes, pools and connections.
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// loadStale is the age past which a node's thread pool reading is no longer
+// shown: the proxy stopped reading it (the limit mode is no longer fleet),
+// and a frozen queue would mislead. A sidecar with a tiny share of a node
+// reads it every 30 s.
+const loadStale = 2 * time.Minute
 
 // metrics is a collector that reads pool state at scrape time, so the hot
 // path pays nothing for per-node gauges.
@@ -40,11 +50,11 @@ func newMetrics(cl *Cluster) *metrics {
 		up:       prometheus.NewDesc("cqlgate_backend_node_up", "1 when the node is believed reachable.", []string{"node"}, nil),
 		pools:    prometheus.NewDesc("cqlgate_backend_pools", "Open connection pools: one per protocol version in use and per keyspace clients USE (see --keyspace-pool-idle-timeout), and with --passthrough-identity role, each of those per role (see --role-pool-idle-timeout).", nil, nil),
 		active: prometheus.NewDesc("cqlgate_backend_node_active_requests",
-			"Requests a node's native transport threads were serving, by its own count (system_views.thread_pools, Native-Transport-Requests: active_tasks), as last read; read in fleet mode only (--limit-mode fleet).", []string{"node"}, nil),
+			"Requests a node's native transport threads were serving, by its own count (system_views.thread_pools, Native-Transport-Requests: active_tasks), as last read (within 2 minutes); read in fleet mode only (--limit-mode fleet).", []string{"node"}, nil),
 		threads: prometheus.NewDesc("cqlgate_backend_node_request_threads",
-			"The most requests a node serves at once (active_tasks_limit: native_transport_max_threads), as last read; read in fleet mode only.", []string{"node"}, nil),
+			"The most requests a node serves at once (active_tasks_limit: native_transport_max_threads), as last read (within 2 minutes); read in fleet mode only.", []string{"node"}, nil),
 		pending: prometheus.NewDesc("cqlgate_backend_node_queued_requests",
-			"Requests waiting inside a node for one of its native transport threads (pending_tasks), all its clients' and not only this proxy's, as last read; read in fleet mode only. A queue that stands here while the active requests sit at the threads is a node driven past its best concurrency.", []string{"node"}, nil),
+			"Requests waiting inside a node for one of its native transport threads (pending_tasks), all its clients' and not only this proxy's, as last read (within 2 minutes); read in fleet mode only. A queue that stands here while the active requests sit at the threads is a node driven past its best concurrency.", []string{"node"}, nil),
 		roles: prometheus.NewDesc("cqlgate_backend_roles", "Client roles with their own backend pools or client connections (--passthrough-identity role; at most --max-role-pools).", nil, nil),
 	}
 }
@@ -92,7 +102,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.conns, prometheus.GaugeValue, float64(conns[n]), n.Addr)
 		ch <- prometheus.MustNewConstMetric(m.inflight, prometheus.GaugeValue, float64(inflight[n]), n.Addr)
 		ch <- prometheus.MustNewConstMetric(m.up, prometheus.GaugeValue, up, n.Addr)
-		if l := n.LastLoad(); l != nil && n.Up() {
+		if l := n.LastLoad(); l != nil && n.Up() && time.Since(l.At) < loadStale {
 			ch <- prometheus.MustNewConstMetric(m.active, prometheus.GaugeValue, float64(l.Active), n.Addr)
 			ch <- prometheus.MustNewConstMetric(m.threads, prometheus.GaugeValue, float64(l.Threads), n.Addr)
 			ch <- prometheus.MustNewConstMetric(m.pending, prometheus.GaugeValue, float64(l.Pending), n.Addr)

@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func cqlInt(v int32) []byte { return binary.BigEndian.AppendUint32(nil, uint32(v)) }
@@ -48,5 +51,52 @@ func TestParseLoadRejectsWhatIsNotACount(t *testing.T) {
 		if _, err := parseLoad(c.r); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err %v; want one naming %s", c.name, err, c.want)
 		}
+	}
+}
+
+// The node's threads and queue are shown while the node is up and the
+// reading is fresh: a proxy that stopped reading (its limit mode changed)
+// shows nothing rather than a queue frozen at its last value.
+func TestNodeLoadMetricsShowFreshReadingsOnly(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	cl, err := NewCluster(Config{ContactPoints: []string{"127.0.0.1:1"}}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{Addr: "127.0.0.1:1"}
+	cl.nodes[n.Addr] = n
+	n.up.Store(true)
+	// queued returns the series of the queue gauge, by node.
+	queued := func() map[string]float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, mf := range mfs {
+			if mf.GetName() != "cqlgate_backend_node_queued_requests" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				out[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+			}
+		}
+		return out
+	}
+	if q := queued(); len(q) != 0 {
+		t.Errorf("before any reading: %v; want no series", q)
+	}
+	n.load.Store(&NodeLoad{Active: 128, Threads: 128, Pending: 40, At: time.Now()})
+	if q := queued(); len(q) != 1 || q[n.Addr] != 40 {
+		t.Errorf("after a reading of 40 queued: %v; want %s 40", q, n.Addr)
+	}
+	n.up.Store(false)
+	if q := queued(); len(q) != 0 {
+		t.Errorf("node down: %v; want no series", q)
+	}
+	n.up.Store(true)
+	n.load.Store(&NodeLoad{Pending: 40, At: time.Now().Add(-loadStale)})
+	if q := queued(); len(q) != 0 {
+		t.Errorf("a reading %v old: %v; want no series", loadStale, q)
 	}
 }
