@@ -92,12 +92,30 @@ func BenchmarkFleet(b *testing.B) {
 		b.Logf("the real node direct, open loop at the emulated capacity (%.0f/s): p50 %s, p99 %s (the emulated service time: %s + exp(%s))",
 			model.Capacity(1), us(dl.okLat.P50), us(dl.okLat.P99), model.ServiceFixed, model.ServiceExp)
 
-		cal := runFleet(b, fleetSpec{mode: "fixed", n: 1, load: 0.1, d: 6 * time.Second, warm: time.Second}, model, bin, logs, host, node, query, 0, 0)
-		unC, unB := float64(cal.OKP99.Microseconds()), float64(cal.BackendP99.Microseconds())
 		simNode := fleetsim.NodeModel{Threads: model.Threads, ServiceFixed: model.ServiceFixed, ServiceExp: model.ServiceExp,
 			MaxInFlight: model.MaxInFlight, NetDelay: 50 * time.Microsecond}
-		b.Logf("unloaded (one fixed proxy, 0.1x): client p99 %s, in the emulated node p99 %s (the model's: %s)",
-			cal.OKP99, cal.BackendP99, simNode.UnloadedP99(1))
+		// The unloaded p99 divides every p99 of the table, so a stall of
+		// the host while it is measured (one run measured 321 ms where the
+		// model says 28 ms) would pass any p99 as a fraction of unloaded.
+		// A stall only adds latency: the lowest of up to calTries
+		// measurements is kept, and one still over calStall times the
+		// model's is said to be suspect.
+		var cal *fleetOut
+		for try := range calTries {
+			r := runFleet(b, fleetSpec{mode: "fixed", n: 1, load: 0.1, d: 6 * time.Second, warm: time.Second}, model, bin, logs, host, node, query, 0, 0)
+			b.Logf("unloaded (one fixed proxy, 0.1x), measurement %d: client p99 %s, in the emulated node p99 %s (the model's: %s)",
+				try+1, r.OKP99, r.BackendP99, simNode.UnloadedP99(1))
+			if cal == nil || r.BackendP99 < cal.BackendP99 {
+				cal = r
+			}
+			if float64(cal.BackendP99) <= calStall*float64(simNode.UnloadedP99(1)) {
+				break
+			}
+		}
+		if float64(cal.BackendP99) > calStall*float64(simNode.UnloadedP99(1)) {
+			b.Logf("the unloaded p99 stayed over %.1fx the model's in %d measurements: the host stalls, and the p99 ratios below are suspect", calStall, calTries)
+		}
+		unC, unB := float64(cal.OKP99.Microseconds()), float64(cal.BackendP99.Microseconds())
 		b.Logf("emulated node: %d threads, %s + exp(%s) per request: %.0f requests/s, OVERLOADED past %d; runs of %s, warm-up %s, slowed %.1fx at %s, restored at %s; proxies on %s",
 			model.Threads, model.ServiceFixed, model.ServiceExp, model.Capacity(1), model.MaxInFlight, d, warm, steps[0].Slow, steps[0].At, steps[1].At, host)
 
@@ -155,6 +173,13 @@ func simulate(tb testing.TB, spec fleetSpec, node fleetsim.NodeModel) *fleetsim.
 	}
 	return r
 }
+
+// The unloaded p99's calibration: at most calTries measurements, until one
+// is within calStall times the model's.
+const (
+	calTries = 3
+	calStall = 2.0
+)
 
 const fleetHeader = "| mode | N | load | goodput/cap | client p99 | its ratio | node p99 ratio | OVERLOADED | its p99 | node's own OL | Jain | converge slow (s) | converge restore (s) | sum of limits / best | disagree | generator late |\n" +
 	"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
