@@ -175,6 +175,12 @@ func simulate(tb testing.TB, spec fleetSpec, node fleetsim.NodeModel) *fleetsim.
 	return r
 }
 
+// lateStall is the generators' p99 lateness past which a run is not judged
+// against the aims: quiet runs send 7-23 ms late at p99, and runs with
+// 41-132 ms served 0.61-0.75 of capacity in fleet mode, where quiet ones
+// of the same law served 0.96-0.97.
+const lateStall = 30 * time.Millisecond
+
 // The unloaded p99's calibration: at most calTries measurements, until one
 // is within calNear times the model's (a quiet host measures 1.06x); over
 // calStall times, the host stalled.
@@ -252,6 +258,10 @@ func share(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) }
 // acceptance checks a fleet-mode run of 8 proxies against the issue's
 // targets.
 func acceptance(s fleetSpec, r *fleetOut) []string {
+	if (s.load == 2 || s.load == 5) && r.LateP99 > lateStall {
+		return []string{fmt.Sprintf("%.0fx: not judged: the generators sent their requests %s late at p99 (over %s): the host stalled, and its stalls, not the limit, set the figures",
+			s.load, r.LateP99.Round(time.Millisecond), lateStall)}
+	}
 	verdict := func(ok bool) string {
 		if ok {
 			return "met"
@@ -290,4 +300,23 @@ func envFloats(tb testing.TB, name string, def []float64) []float64 {
 		out = append(out, x)
 	}
 	return out
+}
+
+// A run whose generators fell behind their schedule measured the host's
+// stalls: the aims are not judged on it, met or missed. One such run had
+// printed goodput 0.61 "MISSED" for a law that served 0.97 in quiet runs.
+func TestFleetAcceptanceSkipsAStalledRun(t *testing.T) {
+	good := &fleetOut{GoodCap: 0.97, BackendRatio: 1.1, Jain: 0.97, Converge: []float64{0, 0}, LateP99: 11 * time.Millisecond}
+	for _, line := range acceptance(fleetSpec{load: 2}, good) {
+		if !strings.HasSuffix(line, ": met") && !strings.Contains(line, ": met;") {
+			t.Errorf("quiet run: %q; want met", line)
+		}
+	}
+	stalled := &fleetOut{GoodCap: 0.61, BackendRatio: 1.4, Jain: 0.95, Converge: []float64{math.NaN(), math.NaN()}, LateP99: 97 * time.Millisecond}
+	for _, load := range []float64{2, 5} {
+		got := acceptance(fleetSpec{load: load}, stalled)
+		if len(got) != 1 || !strings.Contains(got[0], "not judged") || strings.Contains(got[0], "MISSED") {
+			t.Errorf("stalled run at %.0fx: %q; want one line, not judged", load, got)
+		}
+	}
 }
