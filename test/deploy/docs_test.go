@@ -302,14 +302,8 @@ func TestDocsLinks(t *testing.T) {
 func waitForFamily(t *testing.T, reg prometheus.Gatherer, name string) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == name {
-				return
-			}
+		if slices.ContainsFunc(gatheredFamilies(t, reg), func(f docgen.Family) bool { return f.Name == name }) {
+			return
 		}
 	}
 	t.Fatalf("no series of %s after 10s", name)
