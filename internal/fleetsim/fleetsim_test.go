@@ -372,3 +372,27 @@ func TestMixedFleetStaysFairOnASteadyNode(t *testing.T) {
 		t.Errorf("Jain %.3f, goodput %.3f; want >= 0.9, >= 0.95", r.Jain, r.GoodCap)
 	}
 }
+
+// A node that slows while its clients ask for less than it serves is not
+// queued: its threads have room. The law read its slower answers as a
+// standing wait and cut until the limits bound, and the sidecars shed what
+// the node had room for: 8 sidecars offering half the node's capacity, the
+// node slowed 1.6x for 20 s (80% busy), answered 1.2% OVERLOADED with a
+// client p99 13.6x the unloaded one; fixed limits shed nothing. A reading
+// of the node's threads with room ends such a run of cuts (nodequeue.go).
+func TestFleetDoesNotShedWhatASlowerNodeHasRoomFor(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a simulation runs in one goroutine; make test runs it without -race")
+	}
+	fleet, _ := ModeNamed("fleet")
+	for _, k := range []int{8, 100} {
+		r, err := Run(Uniform(DefaultNode(), fleet, k, 0.5, sweepDuration, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("K=%d: OVERLOADED %.2f%%, client p99 %.1fx unloaded, goodput %.3f of the offered load", k, 100*r.OverShare, r.ClientRatio, r.GoodTarget)
+		if r.OverShare > 0.001 || r.ClientRatio > 2 {
+			t.Errorf("K=%d: OVERLOADED %.2f%%, client p99 %.1fx unloaded; want at most 0.1%% and 2x", k, 100*r.OverShare, r.ClientRatio)
+		}
+	}
+}

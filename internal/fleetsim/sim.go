@@ -173,13 +173,14 @@ func (s *Sim) dispatch(e event) {
 	case evControl:
 		s.act(s.actions[e.id])
 	case evPoll:
-		// What the proxy's poller does: read the node's count (here its
-		// served requests; a real node counts in the same way) as often as
-		// the Limiter asks.
+		// What the proxy's poller does: read the node's counts (here its
+		// served requests, its busy threads and its queue; a real node
+		// counts in the same way) as often as the Limiter asks.
 		sc := s.cars[e.id]
 		if d := sc.lim.NodePoll(); sc.active && d > 0 {
 			if sc.lim.NodeReadingDue(0) {
-				sc.lim.NodeCompleted(0, s.node.served)
+				sc.lim.NodeRead(0, limiter.NodeReading{Completed: s.node.served, Active: int64(s.node.busy),
+					Threads: int64(s.node.m.Threads), Queued: int64(len(s.node.queue) - s.node.qhead)})
 			}
 			s.after(d, e)
 		}

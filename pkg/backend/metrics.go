@@ -27,7 +27,7 @@ type metrics struct {
 	pools    *prometheus.Desc
 	roles    *prometheus.Desc
 	// The node's own thread pool, as last read (Cluster.Load).
-	active, threads, pending *prometheus.Desc
+	active, threads, pending, stages *prometheus.Desc
 }
 
 func newMetrics(cl *Cluster) *metrics {
@@ -55,6 +55,8 @@ func newMetrics(cl *Cluster) *metrics {
 			"The most requests a node serves at once (active_tasks_limit: native_transport_max_threads), as last read (within 2 minutes); read in fleet mode only.", []string{"node"}, nil),
 		pending: prometheus.NewDesc("cqlgate_backend_node_queued_requests",
 			"Requests waiting inside a node for one of its native transport threads (pending_tasks), all its clients' and not only this proxy's, as last read (within 2 minutes); read in fleet mode only. A queue that stands here while the active requests sit at the threads is a node driven past its best concurrency.", []string{"node"}, nil),
+		stages: prometheus.NewDesc("cqlgate_backend_node_stage_queued_requests",
+			"Reads and writes that hold a native transport thread and wait inside a node for a thread of the stage that serves them (pending_tasks of ReadStage and MutationStage: concurrent_reads, concurrent_writes), all its clients', as last read (within 2 minutes); read in fleet mode only. Fleet mode ends its cuts on a reading with nothing queued here or for a thread and a tenth of the threads free.", []string{"node"}, nil),
 		roles: prometheus.NewDesc("cqlgate_backend_roles", "Client roles with their own backend pools or client connections (--passthrough-identity role; at most --max-role-pools).", nil, nil),
 	}
 }
@@ -71,6 +73,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.active
 	ch <- m.threads
 	ch <- m.pending
+	ch <- m.stages
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
@@ -106,6 +109,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.active, prometheus.GaugeValue, float64(l.Active), n.Addr)
 			ch <- prometheus.MustNewConstMetric(m.threads, prometheus.GaugeValue, float64(l.Threads), n.Addr)
 			ch <- prometheus.MustNewConstMetric(m.pending, prometheus.GaugeValue, float64(l.Pending), n.Addr)
+			ch <- prometheus.MustNewConstMetric(m.stages, prometheus.GaugeValue, float64(l.StagePending), n.Addr)
 		}
 	}
 }

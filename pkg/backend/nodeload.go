@@ -2,8 +2,10 @@ package backend
 
 // A node's own view of its load: the count of requests it completed, which
 // the fleet limit uses as the throughput every sidecar sees alike (see
-// pkg/limiter's noderate.go), and its native transport threads' work and
-// queue, which the metrics show.
+// pkg/limiter's noderate.go), its native transport threads' work and
+// queue, which the metrics show, and the queues of the stages that read and
+// write, which with the threads tell the fleet limit whether the node has
+// room (pkg/limiter's nodequeue.go).
 
 import (
 	"context"
@@ -17,8 +19,15 @@ import (
 // later; the virtual table does not exist before). It counts one completed
 // task per request the node answered; its active tasks are the requests
 // being served, at most active_tasks_limit (native_transport_max_threads),
-// and its pending tasks the requests waiting for a thread.
-const loadQuery = "SELECT completed_tasks, active_tasks, active_tasks_limit, pending_tasks FROM system_views.thread_pools WHERE name='Native-Transport-Requests'"
+// and its pending tasks the requests waiting for a thread. A request that
+// has its thread may still wait for the stage that reads or writes
+// (concurrent_reads, concurrent_writes threads): their pending tasks are
+// read too. A pool appears once it first ran, so a node that has served no
+// write has no MutationStage row.
+const loadQuery = "SELECT name, completed_tasks, active_tasks, active_tasks_limit, pending_tasks FROM system_views.thread_pools " +
+	"WHERE name IN ('" + transportPool + "', 'ReadStage', 'MutationStage')"
+
+const transportPool = "Native-Transport-Requests"
 
 // ErrNoConnection: the node has no open connection to ask on.
 var ErrNoConnection = errors.New("no open connection to the node")
@@ -29,7 +38,10 @@ type NodeLoad struct {
 	Active    int64  // requests being served
 	Threads   int64  // the most it serves at once
 	Pending   int64  // requests waiting for a thread
-	At        time.Time
+	// StagePending is the reads and writes waiting for a thread of their
+	// stage (ReadStage, MutationStage).
+	StagePending int64
+	At           time.Time
 }
 
 // Load asks node n, over a connection of the default pool, for its native
@@ -54,10 +66,7 @@ func (cl *Cluster) Load(ctx context.Context, n *Node) (NodeLoad, error) {
 		if err != nil {
 			return NodeLoad{}, fmt.Errorf("load of %s: %w", n.Addr, err)
 		}
-		if len(rows) != 1 {
-			return NodeLoad{}, fmt.Errorf("load of %s: %d rows, not one", n.Addr, len(rows))
-		}
-		l, err := parseLoad(rows[0])
+		l, err := parseLoads(rows)
 		if err != nil {
 			return NodeLoad{}, fmt.Errorf("load of %s: %w", n.Addr, err)
 		}
@@ -70,6 +79,40 @@ func (cl *Cluster) Load(ctx context.Context, n *Node) (NodeLoad, error) {
 
 // LastLoad is the node's last reading (Cluster.Load), nil before the first.
 func (n *Node) LastLoad() *NodeLoad { return n.load.Load() }
+
+// parseLoads decodes loadQuery's rows: the native transport's, which must
+// be there, and the stages' pending tasks.
+func parseLoads(rows []row) (NodeLoad, error) {
+	var (
+		l       NodeLoad
+		found   bool
+		pending int64
+	)
+	for _, r := range rows {
+		name := r.text("name")
+		if name == transportPool {
+			var err error
+			if l, err = parseLoad(r); err != nil {
+				return NodeLoad{}, err
+			}
+			found = true
+			continue
+		}
+		v, err := integer(r.bytes("pending_tasks"))
+		if err == nil && v < 0 {
+			err = fmt.Errorf("negative: %d", v)
+		}
+		if err != nil {
+			return NodeLoad{}, fmt.Errorf("%s pending_tasks: %w", name, err)
+		}
+		pending += v
+	}
+	if !found {
+		return NodeLoad{}, fmt.Errorf("no %s row among %d", transportPool, len(rows))
+	}
+	l.StagePending = pending
+	return l, nil
+}
 
 // parseLoad decodes a thread_pools row. completed_tasks is a bigint and the
 // others ints; either width is taken, in case a version widens one.

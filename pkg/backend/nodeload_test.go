@@ -100,3 +100,34 @@ func TestNodeLoadMetricsShowFreshReadingsOnly(t *testing.T) {
 		t.Errorf("a reading %v old: %v; want no series", loadStale, q)
 	}
 }
+
+// loadQuery's rows: the native transport's, and the stages' pending tasks
+// summed, in any order; a MutationStage row is missing until the node's
+// first write. A reading without the transport's row, or with a stage's
+// pending that is not a count, is an error.
+func TestParseLoadsSumsTheStagesQueues(t *testing.T) {
+	stage := func(name string, pending []byte) row {
+		return row{"name": []byte(name), "completed_tasks": cqlBig(3), "active_tasks": cqlInt(8), "active_tasks_limit": cqlInt(8), "pending_tasks": pending}
+	}
+	ntr := loadRow(map[string][]byte{"name": []byte(transportPool)})
+	l, err := parseLoads([]row{stage("ReadStage", cqlInt(40)), ntr, stage("MutationStage", cqlInt(2))})
+	if err != nil || l.Active != 7 || l.Pending != 300 || l.StagePending != 42 {
+		t.Errorf("got %+v, %v; want the transport's active 7, pending 300, and 42 at the stages", l, err)
+	}
+	if l, err = parseLoads([]row{ntr}); err != nil || l.StagePending != 0 {
+		t.Errorf("the transport's row alone: %+v, %v; want nothing at the stages", l, err)
+	}
+	for _, c := range []struct {
+		name string
+		rows []row
+		want string
+	}{
+		{"no transport row", []row{stage("ReadStage", cqlInt(1))}, transportPool},
+		{"null stage pending", []row{ntr, stage("ReadStage", nil)}, "ReadStage pending_tasks"},
+		{"negative stage pending", []row{ntr, stage("MutationStage", cqlInt(-1))}, "MutationStage pending_tasks"},
+	} {
+		if _, err := parseLoads(c.rows); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err %v; want one naming %s", c.name, err, c.want)
+		}
+	}
+}

@@ -97,8 +97,8 @@ type Config struct {
 	// the node's baseline latency; the baseline is also probed (the limit
 	// halved for two windows) every BaselineWindow/3. Default 30s.
 	BaselineWindow time.Duration
-	// NodePoll is how often the fleet law wants the node's own count of
-	// completed requests (Limiter.NodeCompleted), at the most: a sidecar
+	// NodePoll is how often the fleet law wants the node's own counts
+	// (Limiter.NodeRead), at the most: a sidecar
 	// with a small share of the node's answers wants it less often (see
 	// noderate.go). Default 200ms; negative: never (the law then judges
 	// by latencies alone).

@@ -154,7 +154,7 @@ func newFleetSim(t *testing.T, k, clients, capacity int, service time.Duration, 
 			fs.s.after(time.Duration(i+1)*time.Millisecond, func() {
 				fs.s.every(d, func() {
 					if l.NodeReadingDue(0) {
-						l.NodeCompleted(0, fs.b.completed)
+						l.NodeRead(0, NodeReading{Completed: fs.b.completed})
 					}
 				})
 			})

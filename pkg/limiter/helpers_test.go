@@ -179,7 +179,7 @@ type backend struct {
 	// cores the application shares, where more concurrency still serves
 	// more but every request gets slower, with no queue at all.
 	contention float64
-	completed  uint64 // the node's own count of answers (NodeCompleted)
+	completed  uint64 // the node's own count of answers (NodeRead)
 }
 
 // send serves one request and calls done with its outcome and latency.

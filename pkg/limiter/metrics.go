@@ -23,7 +23,7 @@ import (
 //	cqlgate_limiter_limit_changes_total{node}   counter  changes of a node's limit
 //	cqlgate_limiter_double_releases_total       counter  ignored second Releases (bugs)
 //	cqlgate_limiter_node_rate{node}             gauge    the node's own completed requests/s (fleet law)
-//	cqlgate_limiter_rate_decisions_total{node,decision} counter  limit changes the node's rate decided
+//	cqlgate_limiter_rate_decisions_total{node,decision} counter  limit changes the node's counts decided
 //	cqlgate_limiter_baseline_seconds{node}      gauge    the node's unqueued latency the fleet law reads waits against
 
 // NodeStats is one node's part of Stats.
@@ -39,8 +39,9 @@ type NodeStats struct {
 	NodeRate float64
 	// Undone counts runs of cuts the node's rate undid; Probes counts
 	// probes it kept; Rebased counts runs of cuts it ended with a new
-	// baseline (a sidecar with a small share of the node).
-	Undone, Probes, Rebased uint64
+	// baseline (a sidecar with a small share of the node), Room those a
+	// reading of the node's threads with room ended (nodequeue.go).
+	Undone, Probes, Rebased, Room uint64
 	// Baseline is the fleet law's unqueued latency of the node (the lowest
 	// window minimum, from the backend write to the backend read), against
 	// which it reads the standing wait; 0 in the other modes or before the
@@ -91,7 +92,7 @@ func (l *Limiter) Stats() Stats {
 			s.LimitExact += n.exact
 		}
 		s.Nodes = append(s.Nodes, NodeStats{ID: NodeID(i), Active: n.active, Limit: int(n.limit), LimitExact: n.exact, InFlight: int(n.inflight), LimitChanges: n.changes,
-			NodeRate: n.fl.nr.rate, Undone: n.fl.nr.undone, Probes: n.fl.nr.probed, Rebased: n.fl.nr.rebased,
+			NodeRate: n.fl.nr.rate, Undone: n.fl.nr.undone, Probes: n.fl.nr.probed, Rebased: n.fl.nr.rebased, Room: n.fl.nr.notQueued,
 			Baseline: time.Duration(n.fl.base)})
 	}
 	s.Limit = sum
@@ -127,7 +128,7 @@ func newCollector(l *Limiter) *collector {
 		maxWait:        d("queue_max_wait_seconds", "The longest a request may wait in the queue (--queue-max-wait), for alerts on queue wait near its bound."),
 		nodeRate:       d("node_rate", "Fleet mode: the rate of requests a Cassandra node completed for all its clients, from its own count (system_views.thread_pools), as last read; 0 in the other modes.", "node"),
 		baseline:       d("baseline_seconds", "Fleet mode: the node's latency when unqueued, as this proxy measures it (the lowest minimum of a window, from the backend write to the backend read); the standing wait that cuts the limit is read against it, so proxies of one fleet should show about the same; 0 in the other modes.", "node"),
-		rateDecisions:  d("rate_decisions_total", "Fleet mode: limit changes decided by the node's own rate: undo (cuts that cost the node throughput, undone), probe (a raise that the node turned into throughput, kept) and rebase (cuts of many sidecars that cost the node throughput while its latency stood: a slower node, whose latency becomes the baseline).", "node", "decision"),
+		rateDecisions:  d("rate_decisions_total", "Fleet mode: limit changes decided by the node's own counts: undo (cuts that cost the node throughput, undone), probe (a raise that the node turned into throughput, kept), rebase (cuts of many sidecars that cost the node throughput while its latency stood: a slower node, whose latency becomes the baseline) and room (cuts ended by a reading of the node with nothing queued and threads free: a slower node with room, whose latency becomes the baseline).", "node", "decision"),
 	}
 }
 
@@ -157,6 +158,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Undone), id, "undo")
 			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Probes), id, "probe")
 			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Rebased), id, "rebase")
+			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Room), id, "room")
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.globalLimit, g, float64(s.Limit))

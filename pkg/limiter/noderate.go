@@ -8,7 +8,7 @@ package limiter
 // with its limit binding, its throughput is limit/latency either way (see
 // docs/sizing.md). Cassandra counts the requests it completed
 // (system_views.thread_pools, the Native-Transport-Requests row), and the
-// proxy reads that count now and then (NodeCompleted). In a node whose
+// proxy reads that count now and then (NodeRead). In a node whose
 // latency comes from a queue, throughput does not fall while the queue
 // stands, because its threads idle only once nothing waits; and more
 // concurrency does not serve more.
@@ -246,15 +246,17 @@ type nodeRate struct {
 
 	undone, probed uint64 // runs undone, probes kept
 	rebased        uint64 // runs ended by a new baseline (rebase)
+	notQueued      uint64 // runs ended by a reading of a node with room (nodequeue.go)
 	upBase         bool   // rebase raised the baseline since the node was last fast
 	failed         uint64 // probes taken back (for tests)
 }
 
-// reading takes the node's count at now and reports whether it changed
+// reading takes the node's counts at now and reports whether it changed
 // the limit; limited: a request found no room since the window began, peak
 // the most requests in flight since then.
-func (f *fleet) reading(now int64, total uint64, limited bool, peak int32, cfg *Config) bool {
+func (f *fleet) reading(now int64, rd NodeReading, limited bool, peak int32, cfg *Config) bool {
 	r := &f.nr
+	total := rd.Completed
 	r.probePeak = max(r.probePeak, peak)
 	prevAt, prevTotal, prevRate := r.at, r.total, r.rate
 	answers := r.answers - r.answersAt
@@ -318,6 +320,9 @@ func (f *fleet) reading(now int64, total uint64, limited bool, peak int32, cfg *
 	}
 	if !r.dominant() { // see the file's comment
 		r.met = 0
+		if !f.calm && f.refLimit != 0 && f.notQueued(rd) {
+			f.waitIsNotAQueue()
+		}
 		f.rebase(now)
 		return false
 	}
@@ -490,11 +495,23 @@ func (f *fleet) pollDue(now int64, cfg *Config) bool {
 	return d > 0 && (f.nr.at == 0 || now-f.nr.at >= int64(d))
 }
 
-// NodeCompleted gives the fleet law node id's own count of the requests
-// it completed (all clients', ever), read at the limiter's clock now:
-// Cassandra's completed_tasks of the Native-Transport-Requests thread
-// pool. It does nothing unless the limit follows the fleet law.
-func (l *Limiter) NodeCompleted(id NodeID, total uint64) {
+// NodeReading is one reading of a node's own counts: Cassandra's
+// system_views.thread_pools.
+type NodeReading struct {
+	// Completed is the requests the node completed (all clients', ever):
+	// the Native-Transport-Requests pool's completed_tasks.
+	Completed uint64
+	// Active is the requests its native transport threads serve, Threads
+	// how many they serve at once (0: not read), and Queued the requests
+	// waiting inside the node, for one of those threads or in the stages
+	// that read and write (see nodequeue.go).
+	Active, Threads, Queued int64
+}
+
+// NodeRead gives the fleet law node id's own counts, read at the
+// limiter's clock now. It does nothing unless the limit follows the fleet
+// law.
+func (l *Limiter) NodeRead(id NodeID, rd NodeReading) {
 	l.mu.Lock()
 	if !l.cfg.Adaptive || l.cfg.Law != LawFleet || id < 0 || int(id) >= len(l.nodes) || !l.nodes[id].active {
 		l.mu.Unlock()
@@ -503,7 +520,7 @@ func (l *Limiter) NodeCompleted(id NodeID, total uint64) {
 	n := &l.nodes[id]
 	now := l.now()
 	before := n.fl.limit
-	if !n.fl.reading(now, total, n.blocked, n.ad.maxInflight, &l.cfg) {
+	if !n.fl.reading(now, rd, n.blocked, n.ad.maxInflight, &l.cfg) {
 		l.mu.Unlock()
 		return
 	}
@@ -519,7 +536,7 @@ func (l *Limiter) NodeCompleted(id NodeID, total uint64) {
 }
 
 // NodeReadingDue reports whether node id's count of completed requests
-// is due for a reading (NodeCompleted): never unless the limit follows the
+// is due for a reading (NodeRead): never unless the limit follows the
 // fleet law, NodePoll is positive and the node is active. A sidecar reads
 // it every NodePoll, or less often when its share of the node's answers
 // is under a tenth; callers ask every NodePoll or so, so that a sidecar

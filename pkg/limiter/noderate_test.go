@@ -53,7 +53,7 @@ func (p *probeState) read(rate float64) float64 {
 	}
 	p.total += done
 	p.f.nr.answers += done
-	p.f.reading(p.now, p.total, true, p.peak, &p.cfg)
+	p.f.reading(p.now, NodeReading{Completed: p.total}, true, p.peak, &p.cfg)
 	return p.f.limit
 }
 
@@ -161,7 +161,7 @@ func TestFleetShareIsNotLearntWhileIdle(t *testing.T) {
 	for range 50 { // 10 s of other clients' requests, none of this sidecar's
 		p.now += int64(200 * time.Millisecond)
 		p.total += 2000
-		p.f.reading(p.now, p.total, false, 0, &p.cfg)
+		p.f.reading(p.now, NodeReading{Completed: p.total}, false, 0, &p.cfg)
 	}
 	p.read(10000)
 	if !p.f.nr.dominant() {
@@ -274,7 +274,7 @@ func TestFleetRaiseAtAReadingForgetsWhatBoundBefore(t *testing.T) {
 		w.permit.Release(Success, time.Millisecond)
 	}
 	clk.Advance(190 * time.Millisecond)
-	l.NodeCompleted(0, 8) // 40/s: the raise served more, and its window bound
+	l.NodeRead(0, NodeReading{Completed: 8}) // 40/s: the raise served more, and its window bound
 	if got := l.Stats().LimitExact; got != 16 {
 		t.Fatalf("after a reading that found the probe paying and binding: limit %v; want the climb's 16", got)
 	}

@@ -27,10 +27,10 @@ const (
 	nodeLoadRetry = 10 * time.Minute
 )
 
-// pollNodeLoad reads the count of every node that is up when the limiter
+// pollNodeLoad reads the counts of every node that is up when the limiter
 // says it is due (Limiter.NodeReadingDue, never outside the fleet mode),
-// and hands it over (Limiter.NodeCompleted). It asks every NodePoll: a
-// sidecar's share of a node decides how often its count is read, and a
+// and hands it over (Limiter.NodeRead). It asks every NodePoll: a
+// sidecar's share of a node decides how often its counts are read, and a
 // share that grows must be read at once. One goroutine reads all nodes in
 // turn: a reading is one small query on a pool connection, answered in a
 // fraction of a millisecond, and a slow node only delays the others'.
@@ -60,7 +60,8 @@ func (p *Proxy) pollNodeLoad(ctx context.Context) {
 			var se *backend.ServerError
 			switch {
 			case err == nil:
-				p.limiter.NodeCompleted(id, load.Completed)
+				p.limiter.NodeRead(id, limiter.NodeReading{Completed: load.Completed, Active: load.Active,
+					Threads: load.Threads, Queued: load.Pending + load.StagePending})
 			case errors.As(err, &se):
 				if _, seen := retry[id]; !seen {
 					p.log.Info("the node does not report its completed requests; its fleet limit follows latencies alone",

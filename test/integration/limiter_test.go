@@ -178,7 +178,8 @@ func TestFleetModeReadsTheNodesCount(t *testing.T) {
 	threads := metricSum(t, p.Reg, "cqlgate_backend_node_request_threads")
 	active := metricSum(t, p.Reg, "cqlgate_backend_node_active_requests")
 	queued := metricSeries(t, p.Reg, "cqlgate_backend_node_queued_requests")
-	if threads != 128 || active < 1 || active > threads || len(queued) != 1 {
-		t.Errorf("node threads %v, active %v, queued %v; want 128, 1..128, one series", threads, active, queued)
+	stages := metricSeries(t, p.Reg, "cqlgate_backend_node_stage_queued_requests")
+	if threads != 128 || active < 1 || active > threads || len(queued) != 1 || len(stages) != 1 {
+		t.Errorf("node threads %v, active %v, queued %v, queued at the stages %v; want 128, 1..128, one series each", threads, active, queued, stages)
 	}
 }
