@@ -131,7 +131,7 @@ func BenchmarkFleet(b *testing.B) {
 					sim := simulate(b, spec, simNode)
 					row := fleetRow(spec, r, sim)
 					rows = append(rows, row)
-					b.Logf("%s  (%s; per proxy: answers %v, mean limit %.1f, baseline %v)", row, time.Since(began).Round(time.Second), r.PerProxy, r.LimitPerProxy, r.BasePerProxy)
+					b.Logf("%s  (%s; per proxy: answers %v, mean limit %.1f, baseline %v, cuts ended by a node with room %v)", row, time.Since(began).Round(time.Second), r.PerProxy, r.LimitPerProxy, r.BasePerProxy, r.RoomPerProxy)
 					if err := fleetsim.WritePlot(filepath.Join(out, plotName(spec)+".png"), r.Plot); err != nil {
 						b.Error(err)
 					}

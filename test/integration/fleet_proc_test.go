@@ -154,6 +154,38 @@ func gauges(ps []*fleetProxy, name string) []float64 {
 	return v
 }
 
+// decisions returns each proxy's count of the fleet law's limit changes
+// of one kind (cqlgate_limiter_rate_decisions_total{decision}), over all
+// nodes; 0 for a proxy that did not answer.
+func decisions(ps []*fleetProxy, decision string) []float64 {
+	v := make([]float64, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			mfs, err := scrape(ctx, "http://"+p.Admin+"/metrics")
+			if err != nil {
+				return
+			}
+			for _, mf := range mfs {
+				if mf.GetName() != "cqlgate_limiter_rate_decisions_total" {
+					continue
+				}
+				for _, m := range mf.GetMetric() {
+					for _, l := range m.GetLabel() {
+						if l.GetName() == "decision" && l.GetValue() == decision {
+							v[i] += m.GetCounter().GetValue()
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return v
+}
+
 // proxyArgs are a fleet run's proxy flags for mode, in front of the node
 // at node reached through the emulator at emu: the simulator's limiter
 // defaults for the queue (10,000 long, 1s max wait, 250ms CoDel target),

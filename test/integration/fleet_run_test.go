@@ -52,11 +52,16 @@ type fleetOut struct {
 	PerProxy                   []int64         // successes after warm-up, per proxy (Jain's input)
 	LimitPerProxy              []float64       // mean limit after warm-up, per proxy
 	BasePerProxy               []time.Duration // the fleet law's baseline at the end, per proxy
-	Converge                   []float64
-	LimitSum                   float64 // mean sum of the proxies' limits / the node's threads
-	Late, Unsent, Sent         int64
-	LateP99                    time.Duration // of the generators' sends after their scheduled time
-	Plot                       *fleetsim.Result
+	// RoomPerProxy counts, per proxy, the runs of cuts that a reading of
+	// the node with room ended: none is expected here, since the emulator
+	// holds the requests in front of a real node that answers at once,
+	// and its counts do not account for the latency (nodequeue.go).
+	RoomPerProxy       []float64
+	Converge           []float64
+	LimitSum           float64 // mean sum of the proxies' limits / the node's threads
+	Late, Unsent, Sent int64
+	LateP99            time.Duration // of the generators' sends after their scheduled time
+	Plot               *fleetsim.Result
 }
 
 const (
@@ -238,6 +243,7 @@ func runFleet(tb testing.TB, spec fleetSpec, model capnode.Model, bin, dir, host
 		limitMean[k] /= float64(max(limitReads, 1))
 	}
 	baselines := gauges(ps, "cqlgate_limiter_baseline_seconds")
+	room := decisions(ps, "room")
 	for _, t := range timers {
 		t.Stop()
 	}
@@ -260,6 +266,7 @@ func runFleet(tb testing.TB, spec fleetSpec, model capnode.Model, bin, dir, host
 	out := rec.figures(model, inNode, limits, capacity*spec.load)
 	out.Late, out.Unsent = late.Load(), unsent.Load()
 	out.LimitPerProxy = limitMean
+	out.RoomPerProxy = room
 	for _, b := range baselines {
 		out.BasePerProxy = append(out.BasePerProxy, time.Duration(b*1e9))
 	}
