@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 // fleetProxy is one cmd/proxy process of a fleet run, on addresses of its
@@ -130,6 +132,27 @@ func stopFleetProxies(ps []*fleetProxy) {
 // gauges scrapes every proxy's gauge name and returns each proxy's sum of
 // its series; a proxy that does not answer reads 0.
 func gauges(ps []*fleetProxy, name string) []float64 {
+	return sums(ps, name, func(*dto.Metric) bool { return true })
+}
+
+// decisions returns each proxy's count of the fleet law's limit changes
+// of one kind (cqlgate_limiter_rate_decisions_total{decision}), over all
+// nodes; 0 for a proxy that did not answer.
+func decisions(ps []*fleetProxy, decision string) []float64 {
+	return sums(ps, "cqlgate_limiter_rate_decisions_total", func(m *dto.Metric) bool {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "decision" {
+				return l.GetValue() == decision
+			}
+		}
+		return false
+	})
+}
+
+// sums scrapes every proxy and returns each proxy's sum of the series of
+// the gauge or counter name that match; a proxy that does not answer reads
+// 0.
+func sums(ps []*fleetProxy, name string, match func(*dto.Metric) bool) []float64 {
 	v := make([]float64, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
@@ -145,38 +168,8 @@ func gauges(ps []*fleetProxy, name string) []float64 {
 					continue
 				}
 				for _, m := range mf.GetMetric() {
-					v[i] += m.GetGauge().GetValue()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return v
-}
-
-// decisions returns each proxy's count of the fleet law's limit changes
-// of one kind (cqlgate_limiter_rate_decisions_total{decision}), over all
-// nodes; 0 for a proxy that did not answer.
-func decisions(ps []*fleetProxy, decision string) []float64 {
-	v := make([]float64, len(ps))
-	var wg sync.WaitGroup
-	for i, p := range ps {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			mfs, err := scrape(ctx, "http://"+p.Admin+"/metrics")
-			if err != nil {
-				return
-			}
-			for _, mf := range mfs {
-				if mf.GetName() != "cqlgate_limiter_rate_decisions_total" {
-					continue
-				}
-				for _, m := range mf.GetMetric() {
-					for _, l := range m.GetLabel() {
-						if l.GetName() == "decision" && l.GetValue() == decision {
-							v[i] += m.GetCounter().GetValue()
-						}
+					if match(m) {
+						v[i] += m.GetGauge().GetValue() + m.GetCounter().GetValue()
 					}
 				}
 			}
