@@ -4,6 +4,7 @@ package integration
 // made slow by a fault injector (+250 ms on its path).
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -62,6 +63,12 @@ func TestHedgingIsSafeForNonIdempotentWrites(t *testing.T) {
 	}
 	var failed atomic.Int64
 	var firstErr atomic.Value
+	// Cassandra's own timeouts (the coordinator heard from too few replicas
+	// in time: on a busy 2-core host now and then, with one node 250 ms
+	// slow) leave a write's effect unknown, applied or not. They are the
+	// node's answer, passed on, and they bound the effects below: a write
+	// the proxy ran twice would still show as one too many.
+	var unknown [3]atomic.Int64 // counter, list, LWT
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -75,8 +82,12 @@ func TestHedgingIsSafeForNonIdempotentWrites(t *testing.T) {
 				}
 				_, err := s.Query("INSERT INTO it_faults.once (k, v) VALUES (?, ?) IF NOT EXISTS", k, k).ScanCAS()
 				errs = append(errs, err)
-				for _, err := range errs {
-					if err != nil {
+				for j, err := range errs {
+					switch {
+					case err == nil:
+					case isServerTimeout(err):
+						unknown[j].Add(1)
+					default:
 						failed.Add(1)
 						firstErr.CompareAndSwap(nil, err)
 					}
@@ -91,6 +102,10 @@ func TestHedgingIsSafeForNonIdempotentWrites(t *testing.T) {
 		t.Fatalf("%d writes failed; first: %v", n, firstErr.Load())
 	}
 	total := workers * perWorker
+	uc, ul, uw := int(unknown[0].Load()), int(unknown[1].Load()), int(unknown[2].Load())
+	if uc+ul+uw > total/10 {
+		t.Fatalf("Cassandra timed out %d counter, %d list and %d LWT writes of %d each: too many to judge", uc, ul, uw, total)
+	}
 	var n int64
 	if err := direct.Query("SELECT n FROM it_faults.hits WHERE k = 1").Consistency(gocql.All).Scan(&n); err != nil {
 		t.Fatal(err)
@@ -103,8 +118,9 @@ func TestHedgingIsSafeForNonIdempotentWrites(t *testing.T) {
 	if err := direct.Query("SELECT count(*) FROM it_faults.once").Consistency(gocql.All).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
-	if n != int64(total) || len(l) != total || rows != total {
-		t.Errorf("after %d of each: counter %d, list length %d, LWT rows %d; want %d each", total, n, len(l), rows, total)
+	if n > int64(total) || n < int64(total-uc) || len(l) > total || len(l) < total-ul || rows > total || rows < total-uw {
+		t.Errorf("after %d of each (Cassandra timed out %d, %d and %d): counter %d, list length %d, LWT rows %d; want %d each, less at most the timeouts",
+			total, uc, ul, uw, n, len(l), rows, total)
 	}
 	if started := metricSum(t, p.Reg, "cqlgate_speculative_executions_total"); started != 0 {
 		t.Errorf("%v hedges sent for non-idempotent writes", started)
@@ -218,4 +234,12 @@ func TestHedgingPausedNode(t *testing.T) {
 	if got := metricSum(t, p.Reg, "cqlgate_speculative_wins_total") - won; got == 0 {
 		t.Errorf("no hedge won while a node paused 400 ms of every second")
 	}
+}
+
+// isServerTimeout reports whether err is Cassandra's own read or write
+// timeout (the coordinator heard from too few replicas in time).
+func isServerTimeout(err error) bool {
+	var wt *gocql.RequestErrWriteTimeout
+	var rt *gocql.RequestErrReadTimeout
+	return errors.As(err, &wt) || errors.As(err, &rt)
 }
