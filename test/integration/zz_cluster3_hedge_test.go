@@ -66,8 +66,9 @@ func TestHedgingIsSafeForNonIdempotentWrites(t *testing.T) {
 	// Cassandra's own timeouts (the coordinator heard from too few replicas
 	// in time: on a busy 2-core host now and then, with one node 250 ms
 	// slow) leave a write's effect unknown, applied or not. They are the
-	// node's answer, passed on, and they bound the effects below: a write
-	// the proxy ran twice would still show as one too many.
+	// node's answer, passed on: each effect must lie between the writes
+	// less those timeouts and the writes, so a write the proxy ran twice
+	// still shows unless a timed-out one happened not to apply.
 	var unknown [3]atomic.Int64 // counter, list, LWT
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
