@@ -163,22 +163,35 @@ func makeFleetNode() NodeModel {
 // make fleet's quick run, simulated: 8 fleet-mode sidecars at 2x and 5x a
 // node of 16 threads (about 2 requests each), slowed 1.6x for a third of
 // the run. The sidecars must share the node fairly through slow start and
-// both capacity steps. Before the law's slow start followed one clock and
-// the sidecars told a slower node by the node's rate together, Jain's index
-// was 0.76-0.97 over these seeds.
+// both capacity steps, on a quiet host and on a busy one (answers up to
+// milliseconds late, as make fleet's are on two cores). Before the law's
+// slow start followed one clock and the sidecars told a slower node by the
+// node's rate together, Jain's index was 0.76-0.97 over seeds 1-3. Before
+// the sidecars read the fleet's size from the node's list of clients and
+// pulled towards their share (pkg/limiter's fleetsize.go), the busy host
+// gave 0.925-0.982 over seeds 1-6 (0.942 at 5x, seed 5), as real runs of
+// make fleet gave 0.91-0.99; 0.984-0.998 after.
 func TestFleetOfEightSharesASmallNodeFairly(t *testing.T) {
 	fleet, _ := ModeNamed("fleet")
-	for _, load := range []float64{2, 5} {
-		for seed := uint64(1); seed <= 3; seed++ {
-			sc := Uniform(makeFleetNode(), fleet, 8, load, 24*time.Second, seed)
-			sc.Warmup = 5 * time.Second
-			r, err := Run(sc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%.0fx, seed %d: Jain %.3f, goodput %.2f of capacity", load, seed, r.Jain, r.GoodCap)
-			if r.Jain < 0.95 || r.GoodCap < 0.95 {
-				t.Errorf("%.0fx, seed %d: Jain %.3f, goodput %.2f of capacity; want >= 0.95 both", load, seed, r.Jain, r.GoodCap)
+	for _, jitter := range []time.Duration{0, time.Millisecond} {
+		seeds := uint64(3)
+		if jitter > 0 {
+			seeds = 6
+		}
+		for _, load := range []float64{2, 5} {
+			for seed := uint64(1); seed <= seeds; seed++ {
+				node := makeFleetNode()
+				node.HostJitter = jitter
+				sc := Uniform(node, fleet, 8, load, 24*time.Second, seed)
+				sc.Warmup = 5 * time.Second
+				r, err := Run(sc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("host jitter %s, %.0fx, seed %d: Jain %.3f, goodput %.2f of capacity", jitter, load, seed, r.Jain, r.GoodCap)
+				if r.Jain < 0.95 || r.GoodCap < 0.95 {
+					t.Errorf("host jitter %s, %.0fx, seed %d: Jain %.3f, goodput %.2f of capacity; want >= 0.95 both", jitter, load, seed, r.Jain, r.GoodCap)
+				}
 			}
 		}
 	}
@@ -303,14 +316,38 @@ func TestFleetOfPacedSidecarsDoesNotFallIntoStep(t *testing.T) {
 	t.Logf("requests in the node %.0f ± %.0f, sum of limits %.2f of the threads, goodput %.3f, Jain %.3f", mean, sd, r.LimitSum, r.GoodCap, r.Jain)
 	// Before: 205 ± 38 requests in the node, limits adding up to 1.76x the
 	// threads, to keep it busy between the waves. After: 173 ± 23, 1.51x,
-	// Jain 0.943.
+	// Jain 0.943. With the fleet's size read from the node (its growth no
+	// longer rising with the fleet's size, and a pull towards each
+	// sidecar's share): 1.15x, Jain 0.97.
 	threads := float64(DefaultNode().Threads)
 	if sd > 0.25*threads || r.GoodCap < 0.95 {
 		t.Errorf("requests in the node %.0f ± %.0f, goodput %.3f; want a deviation <= %.0f (a quarter of the threads), >= 0.95",
 			mean, sd, r.GoodCap, 0.25*threads)
 	}
-	if r.LimitSum > 1.6 || r.Jain < 0.93 {
-		t.Errorf("sum of limits %.2fx the threads, Jain %.3f; want <= 1.6x, >= 0.93", r.LimitSum, r.Jain)
+	if r.LimitSum > 1.2 || r.Jain < 0.95 {
+		t.Errorf("sum of limits %.2fx the threads, Jain %.3f; want <= 1.2x, >= 0.95", r.LimitSum, r.Jain)
+	}
+}
+
+// 1,000 closed loops of two clients each in front of the default node,
+// which keeps its speed: nothing sets the sidecars back near one another,
+// and whatever pulls them together must do it on its own. The square root
+// of the growth alone left them at Jain's index 0.87 (seed 1), the sum of
+// their limits 1.48x the threads; with the fleet's size read from the node,
+// 0.97 and 1.27x.
+func TestThousandClosedLoopsShareASteadyNode(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a 60 s simulation of 1,000 sidecars: minutes under -race; make test runs it without it")
+	}
+	fleet, _ := ModeNamed("fleet")
+	node := DefaultNode()
+	r, err := Run(steadyNode(Closed(node, fleet, 1000, 16*node.Threads, sweepDuration, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Jain %.3f, sum of limits %.2f of the threads, goodput %.3f", r.Jain, r.LimitSum, r.GoodCap)
+	if r.Jain < 0.95 || r.LimitSum > 1.35 || r.GoodCap < 0.95 {
+		t.Errorf("Jain %.3f, sum of limits %.2fx the threads, goodput %.3f; want >= 0.95, <= 1.35x, >= 0.95", r.Jain, r.LimitSum, r.GoodCap)
 	}
 }
 

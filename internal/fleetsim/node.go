@@ -31,6 +31,11 @@ type NodeModel struct {
 	Timeout      time.Duration
 	// NetDelay is the one-way network delay between a sidecar and the node.
 	NetDelay time.Duration
+	// HostJitter is the mean of an exponential delay added to every answer
+	// (0: none): the scheduling delays of a busy host. make fleet's
+	// proxies, generators, emulator and node share two cores, and timers
+	// and reads there run up to milliseconds late.
+	HostJitter time.Duration
 }
 
 // DefaultNode is the node the sweep uses: 128 threads of 2.5ms + 2.5ms
@@ -93,7 +98,11 @@ func (n *node) done(s *Sim, r *request) {
 	n.busy--
 	n.served++
 	r.outcome = limiter.Success
-	s.after(n.m.NetDelay, event{kind: evAnswer, r: r})
+	d := n.m.NetDelay
+	if n.m.HostJitter > 0 {
+		d += time.Duration(s.rng.ExpFloat64() * float64(n.m.HostJitter))
+	}
+	s.after(d, event{kind: evAnswer, r: r})
 	n.pull(s)
 }
 

@@ -64,6 +64,9 @@ type Sim struct {
 	tick    int64
 	stats   stats
 	events  uint64
+	// connected is how many sidecars run: the proxies the node's list of
+	// clients shows.
+	connected int
 }
 
 // Run runs a scenario to its end and returns its figures.
@@ -179,8 +182,13 @@ func (s *Sim) dispatch(e event) {
 		sc := s.cars[e.id]
 		if d := sc.lim.NodePoll(); sc.active && d > 0 {
 			if sc.lim.NodeReadingDue(0) {
-				sc.lim.NodeRead(0, limiter.NodeReading{Completed: s.node.served, Active: int64(s.node.busy),
-					Threads: int64(s.node.m.Threads), Queued: int64(len(s.node.queue) - s.node.qhead)})
+				rd := limiter.NodeReading{Completed: s.node.served, Active: int64(s.node.busy),
+					Threads: int64(s.node.m.Threads), Queued: int64(len(s.node.queue) - s.node.qhead)}
+				if sc.lim.NodeSizeDue(0) {
+					// Every request the node serves comes through a sidecar.
+					rd.Sidecars, rd.FleetShare = s.connected, 1
+				}
+				sc.lim.NodeRead(0, rd)
 			}
 			s.after(d, e)
 		}
@@ -205,6 +213,7 @@ func (s *Sim) act(a action) {
 			panic(err)
 		}
 		sc.lim, sc.active = l, true
+		s.connected++
 		// Sidecars tick out of phase with one another, as real ones do.
 		s.after(time.Duration(s.rng.Int64N(s.tick)+1), event{kind: evTick, id: sc.id})
 		// Readings out of phase too, without a draw from the run's
@@ -220,6 +229,7 @@ func (s *Sim) act(a action) {
 		}
 	case actStop:
 		s.cars[a.sidecar].active = false
+		s.connected--
 	}
 }
 

@@ -164,9 +164,10 @@ type fleet struct {
 	refWait  float64
 	unqueued float64 // smoothed mean latency of the windows under the target
 
-	calm    bool     // the last window was under the target
-	wasCalm bool     // and the one before it
-	nr      nodeRate // the node's own count of completed requests (noderate.go)
+	calm    bool      // the last window was under the target
+	wasCalm bool      // and the one before it
+	nr      nodeRate  // the node's own count of completed requests (noderate.go)
+	size    fleetSize // the node's list of clients (fleetsize.go)
 }
 
 // slower reports whether the window's latencies look scaled up rather than
@@ -226,6 +227,7 @@ func (f *fleet) due(now int64, cfg *Config) bool {
 func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64 {
 	elapsed := now - f.start
 	defer f.startWindow(now)
+	f.size.noteAnswers(f.nr.answers, elapsed)
 	limit := f.limit
 	f.nr.probePeak = max(f.nr.probePeak, peak)
 	settling := f.grew
@@ -312,7 +314,7 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 			case !limited || settling || float64(f.sum) < fleetBusy*limit*float64(elapsed):
 			default:
 				f.grew = true
-				limit += fleetGrowth * math.Sqrt(limit) * float64(elapsed) / float64(cfg.Window)
+				limit += fleetGrowth * f.growthScale() * math.Sqrt(limit) * float64(elapsed) / float64(cfg.Window)
 			}
 			if limit > f.refLimit {
 				f.refLimit = 0 // grown back: the run of cuts is over
@@ -355,7 +357,7 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 			// larger (1,000 sidecars on a node of 128 threads: the sum
 			// of their limits 2.5x its threads, 1.7x with cuts per
 			// Window).
-			cut := max(0.5, 1-fleetGain*(d-target)/float64(mean))
+			cut := max(0.5, 1-fleetGain*f.cutScale()*(d-target)/float64(mean))
 			from := limit
 			limit = min(limit, max(float64(peak), 1)) * max(0.5, math.Pow(cut, float64(elapsed)/float64(cfg.Window)))
 			if f.nr.met > 0 && f.nr.dominant() {

@@ -70,6 +70,7 @@ func (f *fleet) waitIsNotAQueue() {
 	// clients' demand, and rises with it. The first window whose minimum
 	// is lower takes the baseline back down (fleet.update).
 	f.base = max(f.base, r.lastMin)
+	f.takeBack()
 	f.refLimit, r.runLimit = 0, 0
 	r.notQueued++
 }

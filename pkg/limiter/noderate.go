@@ -256,6 +256,7 @@ type nodeRate struct {
 // the most requests in flight since then.
 func (f *fleet) reading(now int64, rd NodeReading, limited bool, peak int32, cfg *Config) bool {
 	r := &f.nr
+	f.readSize(now, rd)
 	total := rd.Completed
 	r.probePeak = max(r.probePeak, peak)
 	prevAt, prevTotal, prevRate := r.at, r.total, r.rate
@@ -320,11 +321,12 @@ func (f *fleet) reading(now int64, rd NodeReading, limited bool, peak int32, cfg
 	}
 	if !r.dominant() { // see the file's comment
 		r.met = 0
+		before := f.limit
 		if !f.calm && f.refLimit != 0 && f.notQueued(rd) {
 			f.waitIsNotAQueue()
 		}
 		f.rebase(now)
-		return false
+		return f.limit != before // taken back (fleetsize.go)
 	}
 	if r.runLimit == 0 || now <= r.runAt {
 		return false
@@ -423,6 +425,7 @@ func (f *fleet) rebase(now int64) {
 	case rate < r.refRate*(1-chance):
 		f.base = max(f.base, r.lastMin)
 		r.upBase = true
+		f.takeBack()
 		f.refLimit, r.runLimit = 0, 0
 		r.refRate, r.refDone = rate, done
 		r.rebased++
@@ -506,6 +509,13 @@ type NodeReading struct {
 	// waiting inside the node, for one of those threads or in the stages
 	// that read and write (see nodequeue.go).
 	Active, Threads, Queued int64
+	// Sidecars is the number of proxies connected to the node, from its
+	// list of clients (system_views.clients), and FleetShare the share of
+	// the requests it completed since the list's last reading that came
+	// through them (0: not read with this reading, or unknown). See
+	// fleetsize.go.
+	Sidecars   int
+	FleetShare float64
 }
 
 // NodeRead gives the fleet law node id's own counts, read at the

@@ -1,0 +1,76 @@
+package limiter
+
+import (
+	"testing"
+	"time"
+)
+
+// The node's list of clients is long in a large fleet: each sidecar reads
+// it with its first reading of the node's counts, then every
+// max(fleetSizePoll, K*fleetSizeSpacing), so that the fleet reads it about
+// twice a second per node whatever its size.
+func TestFleetSizeListIsReadRarely(t *testing.T) {
+	for _, c := range []struct {
+		k    int
+		wait time.Duration
+	}{{2, 30 * time.Second}, {100, 50 * time.Second}, {1000, 500 * time.Second}} {
+		clk := newFakeClock()
+		l, err := New(Config{Adaptive: true, Law: LawFleet}, clk, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.SetNodes([]NodeID{0}); err != nil {
+			t.Fatal(err)
+		}
+		if !l.NodeSizeDue(0) {
+			t.Fatalf("K=%d: the list is not due before it was first read", c.k)
+		}
+		l.NodeRead(0, NodeReading{Completed: 10})
+		if !l.NodeSizeDue(0) {
+			t.Fatalf("K=%d: a reading without the list made it not due", c.k)
+		}
+		l.NodeRead(0, NodeReading{Completed: 20, Sidecars: c.k, FleetShare: 0.5})
+		clk.Advance(c.wait - time.Millisecond)
+		if l.NodeSizeDue(0) {
+			t.Errorf("K=%d: the list is due again after %s; want %s", c.k, c.wait-time.Millisecond, c.wait)
+		}
+		clk.Advance(time.Millisecond)
+		if !l.NodeSizeDue(0) {
+			t.Errorf("K=%d: the list is not due after %s", c.k, c.wait)
+		}
+		l.Close()
+	}
+}
+
+// x, a sidecar's share of the fleet's requests times K, scales the growth
+// down and the cut up where the sidecar has more than its share. It counts
+// only the requests that came through proxies (FleetShare), is bounded,
+// and is 1 where K is unknown or the sidecar carries nearly all of the
+// node's requests.
+func TestFleetSizeShare(t *testing.T) {
+	var f fleet
+	f.nr.rate = 1000 // the node's requests/s
+	f.size.own = 20  // this sidecar's answers/s
+	if x := f.x(); x != 1 {
+		t.Errorf("x %.2f with K unknown; want 1", x)
+	}
+	f.size.k = 100
+	if x := f.x(); x != 2 {
+		t.Errorf("x %.2f at 20 of 1,000 requests/s, K=100; want 2", x)
+	}
+	if g := f.growthScale(); g < 0.14 || g > 0.145 { // sqrt(8/100)/2
+		t.Errorf("growth scale %.3f; want sqrt(8/100)/2 = 0.141", g)
+	}
+	f.size.share = 0.5 // half the node's requests come from elsewhere
+	if x := f.x(); x != 4 {
+		t.Errorf("x %.2f with half the node's requests from other clients; want 4", x)
+	}
+	f.size.own = 1000
+	if x := f.x(); x != fleetSizeXMax {
+		t.Errorf("x %.2f far over the share; want the bound %v", x, fleetSizeXMax)
+	}
+	f.nr.ours, f.nr.share = true, 0.9 // dominant
+	if x := f.x(); x != 1 {
+		t.Errorf("x %.2f for a dominant sidecar; want 1", x)
+	}
+}
