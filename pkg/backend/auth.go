@@ -124,6 +124,7 @@ func (cl *Cluster) CheckLogin(ctx context.Context, username, password string) er
 		TLS:         cl.cfg.TLS,
 		Credentials: &Credentials{Username: username, Password: password},
 		RequireAuth: true,
+		Instance:    cl.cfg.Instance,
 	})
 	if err != nil {
 		return err

@@ -78,6 +78,11 @@ type Config struct {
 	// PasswordAuthenticator; nil fails such connections with
 	// ErrAuthRequired.
 	Credentials *Credentials
+	// Instance names this proxy among the others connected to the same
+	// nodes: every connection sends it in STARTUP (InstanceOption), and a
+	// node's list of clients then tells how many proxies it serves
+	// (Cluster.Fleet). Empty: a random one, drawn by NewCluster.
+	Instance string
 }
 
 func (cfg *Config) setDefaults() {
@@ -107,6 +112,9 @@ func (cfg *Config) setDefaults() {
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
+	}
+	if cfg.Instance == "" {
+		cfg.Instance = newInstance()
 	}
 	if cfg.RolePoolIdleTimeout <= 0 {
 		cfg.RolePoolIdleTimeout = time.Minute

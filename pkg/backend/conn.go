@@ -109,6 +109,8 @@ type DialConfig struct {
 	// answers STARTUP with READY: a login check must not pass on a node
 	// that checks nothing.
 	RequireAuth bool
+	// Instance, when set, is sent in STARTUP as InstanceOption.
+	Instance string
 }
 
 // Conn is one connection to one Cassandra node. Send may be called from any
@@ -255,9 +257,9 @@ func Dial(ctx context.Context, cfg DialConfig) (*Conn, error) {
 // handshake runs STARTUP, USE and REGISTER one after another on stream 0,
 // before the read loop exists.
 func (c *Conn) handshake(cfg DialConfig) error {
-	startup := frame.AppendStartup(nil, c.version, 0, map[string]string{
+	opts := map[string]string{
 		"CQL_VERSION": "3.0.0",
-		"DRIVER_NAME": "cqlgate",
+		"DRIVER_NAME": driverName,
 		// Without it Cassandra 4.0+ protects itself from a connection over
 		// native_transport_max_request_data_in_flight (or 4.1's rate limit)
 		// by no longer reading it; on a connection shared by many clients
@@ -266,7 +268,13 @@ func (c *Conn) handshake(cfg DialConfig) error {
 		// elsewhere. The server compares the value with "1"; older versions
 		// ignore keys they do not know.
 		"THROW_ON_OVERLOAD": "1",
-	})
+	}
+	if cfg.Instance != "" {
+		// Cassandra keeps options it does not know among the
+		// connection's client_options (system_views.clients).
+		opts[InstanceOption] = cfg.Instance
+	}
+	startup := frame.AppendStartup(nil, c.version, 0, opts)
 	resp, err := c.roundTrip(startup)
 	if err != nil {
 		return fmt.Errorf("startup with %s: %w", c.addr, err)

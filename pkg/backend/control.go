@@ -30,6 +30,7 @@ func (cl *Cluster) connectControl(ctx context.Context, candidates []string) erro
 				WriteTimeout: cl.cfg.WriteTimeout,
 				TLS:          cl.cfg.TLS,
 				Credentials:  cl.cfg.Credentials,
+				Instance:     cl.cfg.Instance,
 			})
 			if err != nil {
 				errs = append(errs, err)

@@ -393,6 +393,7 @@ func (np *NodePool) dialOne(ctx context.Context) error {
 		WriteTimeout: cl.cfg.WriteTimeout,
 		TLS:          cl.cfg.TLS,
 		Credentials:  np.pool.credentials(),
+		Instance:     cl.cfg.Instance,
 	})
 	if err != nil {
 		np.pool.loginFailed(err)

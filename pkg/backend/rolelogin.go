@@ -127,6 +127,7 @@ func (cl *Cluster) LoginRole(ctx context.Context, username, password string, ver
 		TLS:          cl.cfg.TLS,
 		Credentials:  creds,
 		RequireAuth:  true,
+		Instance:     cl.cfg.Instance,
 	}
 	var c *Conn
 	var node *Node

@@ -96,9 +96,16 @@ func (c *Conn) Request(ctx context.Context, f []byte) (*frame.Buf, error) {
 	}
 }
 
-// query runs a CQL query without values and decodes the rows.
+// query runs a CQL query without values and decodes the rows (the first
+// 5,000).
 func (c *Conn) query(ctx context.Context, version byte, cql string) ([]row, error) {
-	req := frame.AppendQuery(nil, version, 0, cql, 0x0001, 5000)
+	return c.queryPage(ctx, version, cql, 5000)
+}
+
+// queryPage runs a CQL query without values and decodes the first page of
+// up to pageSize rows.
+func (c *Conn) queryPage(ctx context.Context, version byte, cql string, pageSize int32) ([]row, error) {
+	req := frame.AppendQuery(nil, version, 0, cql, 0x0001, pageSize)
 	b, err := c.Request(ctx, req)
 	if err != nil {
 		return nil, err

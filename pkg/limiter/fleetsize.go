@@ -56,7 +56,8 @@ package limiter
 // connections each makes it thousands of rows long. A sidecar reads it
 // with its first reading of the node's counts and then every
 // max(fleetSizePoll, K*fleetSizeSpacing), so that a fleet of any size
-// reads it about 1/fleetSizeSpacing times a second per node at most.
+// reads it about 1/fleetSizeSpacing times a second per node at most; the
+// second time after fleetSizePoll, for FleetShare, which takes two.
 
 import (
 	"math"
@@ -150,6 +151,10 @@ func (f *fleet) sizeDue(now int64) bool {
 		return true
 	}
 	d := max(fleetSizePoll, time.Duration(s.k)*fleetSizeSpacing)
+	if s.share == 0 {
+		// The proxies' share of the node's requests takes two lists.
+		d = fleetSizePoll
+	}
 	return now-s.at >= int64(d)
 }
 

@@ -8,7 +8,8 @@ import (
 // The node's list of clients is long in a large fleet: each sidecar reads
 // it with its first reading of the node's counts, then every
 // max(fleetSizePoll, K*fleetSizeSpacing), so that the fleet reads it about
-// twice a second per node whatever its size.
+// twice a second per node whatever its size; the second time after
+// fleetSizePoll, since the proxies' share of the node takes two lists.
 func TestFleetSizeListIsReadRarely(t *testing.T) {
 	for _, c := range []struct {
 		k    int
@@ -29,7 +30,12 @@ func TestFleetSizeListIsReadRarely(t *testing.T) {
 		if !l.NodeSizeDue(0) {
 			t.Fatalf("K=%d: a reading without the list made it not due", c.k)
 		}
-		l.NodeRead(0, NodeReading{Completed: 20, Sidecars: c.k, FleetShare: 0.5})
+		l.NodeRead(0, NodeReading{Completed: 20, Sidecars: c.k})
+		clk.Advance(fleetSizePoll)
+		if !l.NodeSizeDue(0) {
+			t.Fatalf("K=%d: the second list, for the proxies' share, is not due after %s", c.k, fleetSizePoll)
+		}
+		l.NodeRead(0, NodeReading{Completed: 30, Sidecars: c.k, FleetShare: 0.5})
 		clk.Advance(c.wait - time.Millisecond)
 		if l.NodeSizeDue(0) {
 			t.Errorf("K=%d: the list is due again after %s; want %s", c.k, c.wait-time.Millisecond, c.wait)

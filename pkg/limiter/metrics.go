@@ -25,6 +25,8 @@ import (
 //	cqlgate_limiter_node_rate{node}             gauge    the node's own completed requests/s (fleet law)
 //	cqlgate_limiter_rate_decisions_total{node,decision} counter  limit changes the node's counts decided
 //	cqlgate_limiter_baseline_seconds{node}      gauge    the node's unqueued latency the fleet law reads waits against
+//	cqlgate_limiter_node_proxies{node}          gauge    proxies the node lists among its clients (fleet law)
+//	cqlgate_limiter_fair_share_ratio{node}      gauge    this proxy's share of the fleet's requests times their number (fleet law)
 
 // NodeStats is one node's part of Stats.
 type NodeStats struct {
@@ -47,6 +49,12 @@ type NodeStats struct {
 	// which it reads the standing wait; 0 in the other modes or before the
 	// first window.
 	Baseline time.Duration
+	// Proxies is the number of proxies the node lists among its clients,
+	// as the fleet law last read it (0: unknown); ShareRatio this proxy's
+	// share of their requests times their number, 1 at a fair share and
+	// where unknown (fleetsize.go).
+	Proxies    int
+	ShareRatio float64
 }
 
 // Stats is a snapshot of the Limiter, as exported in its metrics.
@@ -93,7 +101,7 @@ func (l *Limiter) Stats() Stats {
 		}
 		s.Nodes = append(s.Nodes, NodeStats{ID: NodeID(i), Active: n.active, Limit: int(n.limit), LimitExact: n.exact, InFlight: int(n.inflight), LimitChanges: n.changes,
 			NodeRate: n.fl.nr.rate, Undone: n.fl.nr.undone, Probes: n.fl.nr.probed, Rebased: n.fl.nr.rebased, Room: n.fl.nr.notQueued,
-			Baseline: time.Duration(n.fl.base)})
+			Baseline: time.Duration(n.fl.base), Proxies: n.fl.size.k, ShareRatio: n.fl.x()})
 	}
 	s.Limit = sum
 	if l.globalLimit > 0 {
@@ -107,6 +115,7 @@ type collector struct {
 	limit, globalLimit, inFlight, globalInFlight, queueDepth *prometheus.Desc
 	standing, admitted, rejected, limitChanges, doubleRel    *prometheus.Desc
 	maxWait, nodeRate, rateDecisions, baseline               *prometheus.Desc
+	proxies, shareRatio                                      *prometheus.Desc
 }
 
 func newCollector(l *Limiter) *collector {
@@ -128,12 +137,14 @@ func newCollector(l *Limiter) *collector {
 		maxWait:        d("queue_max_wait_seconds", "The longest a request may wait in the queue (--queue-max-wait), for alerts on queue wait near its bound."),
 		nodeRate:       d("node_rate", "Fleet mode: the rate of requests a Cassandra node completed for all its clients, from its own count (system_views.thread_pools), as last read; 0 in the other modes.", "node"),
 		baseline:       d("baseline_seconds", "Fleet mode: the node's latency when unqueued, as this proxy measures it (the lowest minimum of a window, from the backend write to the backend read); the standing wait that cuts the limit is read against it, so proxies of one fleet should show about the same; 0 in the other modes.", "node"),
+		proxies:        d("node_proxies", "Fleet mode: the proxies connected to a Cassandra node, this one included, from the node's list of clients (system_views.clients, the CQLGATE_INSTANCE option of each connection), as last read; 0 while unknown. The fleet law scales its growth by sqrt(8/proxies) past 8, so that a fleet's sum of limits does not rise with its size.", "node"),
+		shareRatio:     d("fair_share_ratio", "Fleet mode: this proxy's share of the requests the node's proxies sent it, times their number: 1 at a fair share. Above 1 the fleet law grows this proxy's limit more slowly and cuts it more, below 1 the reverse (bounded to 0.25-4); 1 while the number of proxies is unknown, and for a proxy that carries nearly all of the node's requests.", "node"),
 		rateDecisions:  d("rate_decisions_total", "Fleet mode: limit changes decided by the node's own counts: undo (cuts that cost the node throughput, undone), probe (a raise that the node turned into throughput, kept), rebase (cuts of many sidecars that cost the node throughput while its latency stood: a slower node, whose latency becomes the baseline) and room (cuts ended by a reading of the node with nothing queued and threads free: a slower node with room, whose latency becomes the baseline).", "node", "decision"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.limit, c.globalLimit, c.inFlight, c.globalInFlight, c.queueDepth, c.standing, c.admitted, c.rejected, c.limitChanges, c.doubleRel, c.maxWait, c.nodeRate, c.rateDecisions, c.baseline} {
+	for _, d := range []*prometheus.Desc{c.limit, c.globalLimit, c.inFlight, c.globalInFlight, c.queueDepth, c.standing, c.admitted, c.rejected, c.limitChanges, c.doubleRel, c.maxWait, c.nodeRate, c.rateDecisions, c.baseline, c.proxies, c.shareRatio} {
 		ch <- d
 	}
 }
@@ -155,6 +166,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		if n.Active {
 			ch <- prometheus.MustNewConstMetric(c.nodeRate, g, n.NodeRate, id)
 			ch <- prometheus.MustNewConstMetric(c.baseline, g, n.Baseline.Seconds(), id)
+			ch <- prometheus.MustNewConstMetric(c.proxies, g, float64(n.Proxies), id)
+			ch <- prometheus.MustNewConstMetric(c.shareRatio, g, n.ShareRatio, id)
 			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Undone), id, "undo")
 			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Probes), id, "probe")
 			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Rebased), id, "rebase")

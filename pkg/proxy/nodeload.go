@@ -34,8 +34,12 @@ const (
 // share that grows must be read at once. One goroutine reads all nodes in
 // turn: a reading is one small query on a pool connection, answered in a
 // fraction of a millisecond, and a slow node only delays the others'.
+// When the limiter also wants the node's list of clients (NodeSizeDue,
+// rarely), the reading carries the number of proxies it lists and their
+// share of what the node completed since the list was last read.
 func (p *Proxy) pollNodeLoad(ctx context.Context) {
 	retry := map[limiter.NodeID]time.Time{}
+	lists := map[limiter.NodeID]nodeList{}
 	t := time.NewTimer(nodeLoadIdle)
 	defer t.Stop()
 	for {
@@ -60,8 +64,12 @@ func (p *Proxy) pollNodeLoad(ctx context.Context) {
 			var se *backend.ServerError
 			switch {
 			case err == nil:
-				p.limiter.NodeRead(id, limiter.NodeReading{Completed: load.Completed, Active: load.Active,
-					Threads: load.Threads, Queued: load.Pending + load.StagePending})
+				rd := limiter.NodeReading{Completed: load.Completed, Active: load.Active,
+					Threads: load.Threads, Queued: load.Pending + load.StagePending}
+				if p.limiter.NodeSizeDue(id) {
+					p.readFleet(ctx, n, id, load.Completed, lists, &rd)
+				}
+				p.limiter.NodeRead(id, rd)
 			case errors.As(err, &se):
 				if _, seen := retry[id]; !seen {
 					p.log.Info("the node does not report its completed requests; its fleet limit follows latencies alone",
@@ -74,4 +82,44 @@ func (p *Proxy) pollNodeLoad(ctx context.Context) {
 		}
 		t.Reset(every)
 	}
+}
+
+// nodeList is the last reading of a node's list of clients, with the
+// node's count of completed requests then; retry, when set, is when a node
+// that could not list its clients is asked again.
+type nodeList struct {
+	list      backend.FleetList
+	completed uint64
+	retry     time.Time
+}
+
+// readFleet reads node n's list of clients into rd: the number of proxies
+// and their share of the requests completed since the last list.
+func (p *Proxy) readFleet(ctx context.Context, n *backend.Node, id limiter.NodeID, completed uint64, lists map[limiter.NodeID]nodeList, rd *limiter.NodeReading) {
+	last := lists[id]
+	if time.Now().Before(last.retry) {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, nodeLoadTimeout)
+	fl, err := p.cluster.Fleet(rctx, n)
+	cancel()
+	if err != nil {
+		var se *backend.ServerError
+		if errors.As(err, &se) {
+			if last.retry.IsZero() {
+				p.log.Info("the node does not list its clients; its fleet limit does not know how many proxies share it",
+					zap.String("node", n.Addr), zap.Error(err))
+			}
+			last.retry = time.Now().Add(nodeLoadRetry)
+			lists[id] = last
+		} else if ctx.Err() == nil {
+			p.log.Debug("cannot read the node's list of clients", zap.String("node", n.Addr), zap.Error(err))
+		}
+		return
+	}
+	rd.Sidecars = fl.Proxies
+	if last.list.Requests != nil && completed > last.completed {
+		rd.FleetShare = backend.ProxyShare(last.list, fl, completed-last.completed)
+	}
+	lists[id] = nodeList{list: fl, completed: completed}
 }

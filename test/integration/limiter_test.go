@@ -3,6 +3,7 @@ package integration
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -181,5 +182,58 @@ func TestFleetModeReadsTheNodesCount(t *testing.T) {
 	stages := metricSeries(t, p.Reg, "cqlgate_backend_node_stage_queued_requests")
 	if threads != 128 || active < 1 || active > threads || len(queued) != 1 || len(stages) != 1 {
 		t.Errorf("node threads %v, active %v, queued %v, queued at the stages %v; want 128, 1..128, one series each", threads, active, queued, stages)
+	}
+}
+
+// TestFleetModeCountsTheProxies: every connection of a proxy names its
+// process in STARTUP (CQLGATE_INSTANCE), and Cassandra lists it among the
+// connection's client_options in system_views.clients; in fleet mode a
+// proxy reads that list and counts the proxies connected to the node. A
+// second proxy, started while the first is connected, counts both (and
+// more, if another test's proxy is still connected), and the first is
+// still one of them. Both run on one host: the count is by instance, not
+// by address.
+func TestFleetModeCountsTheProxies(t *testing.T) {
+	fleet := func(cfg *config.Config) {
+		cfg.LimitMode = "fleet"
+		cfg.LimitNodePoll = 100e6
+	}
+	first, s1 := limitedProxy(t, fleet)
+	second, s2 := limitedProxy(t, fleet)
+	deadline := time.Now().Add(10 * time.Second)
+	var proxies float64
+	for time.Now().Before(deadline) {
+		var v int
+		for _, s := range []*gocql.Session{s1, s2} {
+			if err := s.Query("SELECT v FROM it_lim.kv WHERE k = ?", 1).Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if proxies = metricSum(t, second.Reg, "cqlgate_limiter_node_proxies"); proxies >= 2 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if proxies < 2 {
+		t.Fatalf("the second proxy counts %v proxies on the node; want at least 2", proxies)
+	}
+	if n := metricSum(t, first.Reg, "cqlgate_limiter_node_proxies"); n < 1 {
+		t.Errorf("the first proxy counts %v proxies on the node; want at least itself", n)
+	}
+	// What the node itself lists: each proxy's connections under one
+	// instance name, which is not the other's.
+	var instances []string
+	iter := s1.Query("SELECT client_options FROM system_views.clients").Iter()
+	var opts map[string]string
+	for iter.Scan(&opts) {
+		if opts["DRIVER_NAME"] == "cqlgate" && opts["CQLGATE_INSTANCE"] != "" && !slices.Contains(instances, opts["CQLGATE_INSTANCE"]) {
+			instances = append(instances, opts["CQLGATE_INSTANCE"])
+		}
+	}
+	if err := iter.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(instances) < 2 {
+		t.Errorf("system_views.clients lists proxy instances %v; want at least the two proxies'", instances)
 	}
 }
