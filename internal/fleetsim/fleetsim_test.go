@@ -170,7 +170,7 @@ func makeFleetNode() NodeModel {
 // the sidecars read the fleet's size from the node's list of clients and
 // pulled towards their share (pkg/limiter's fleetsize.go), the busy host
 // gave 0.925-0.982 over seeds 1-6 (0.942 at 5x, seed 5), as real runs of
-// make fleet gave 0.91-0.99; 0.984-0.998 after.
+// make fleet gave 0.91-0.99; 0.98-0.999 after.
 func TestFleetOfEightSharesASmallNodeFairly(t *testing.T) {
 	fleet, _ := ModeNamed("fleet")
 	for _, jitter := range []time.Duration{0, time.Millisecond} {
@@ -318,7 +318,7 @@ func TestFleetOfPacedSidecarsDoesNotFallIntoStep(t *testing.T) {
 	// threads, to keep it busy between the waves. After: 173 ± 23, 1.51x,
 	// Jain 0.943. With the fleet's size read from the node (its growth no
 	// longer rising with the fleet's size, and a pull towards each
-	// sidecar's share): 1.15x, Jain 0.97.
+	// sidecar's share): 1.16x, Jain 0.98.
 	threads := float64(DefaultNode().Threads)
 	if sd > 0.25*threads || r.GoodCap < 0.95 {
 		t.Errorf("requests in the node %.0f ± %.0f, goodput %.3f; want a deviation <= %.0f (a quarter of the threads), >= 0.95",
@@ -334,7 +334,7 @@ func TestFleetOfPacedSidecarsDoesNotFallIntoStep(t *testing.T) {
 // and whatever pulls them together must do it on its own. The square root
 // of the growth alone left them at Jain's index 0.87 (seed 1), the sum of
 // their limits 1.48x the threads; with the fleet's size read from the node,
-// 0.97 and 1.27x.
+// 0.98 and 1.13x.
 func TestThousandClosedLoopsShareASteadyNode(t *testing.T) {
 	if raceEnabled {
 		t.Skip("a 60 s simulation of 1,000 sidecars: minutes under -race; make test runs it without it")
@@ -346,8 +346,8 @@ func TestThousandClosedLoopsShareASteadyNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("Jain %.3f, sum of limits %.2f of the threads, goodput %.3f", r.Jain, r.LimitSum, r.GoodCap)
-	if r.Jain < 0.95 || r.LimitSum > 1.35 || r.GoodCap < 0.95 {
-		t.Errorf("Jain %.3f, sum of limits %.2fx the threads, goodput %.3f; want >= 0.95, <= 1.35x, >= 0.95", r.Jain, r.LimitSum, r.GoodCap)
+	if r.Jain < 0.95 || r.LimitSum > 1.2 || r.GoodCap < 0.95 {
+		t.Errorf("Jain %.3f, sum of limits %.2fx the threads, goodput %.3f; want >= 0.95, <= 1.2x, >= 0.95", r.Jain, r.LimitSum, r.GoodCap)
 	}
 }
 
@@ -394,7 +394,9 @@ func TestFleetLeavesASlowerNodesBaselineBehind(t *testing.T) {
 // for good once nothing set it back. The closed loops of four that slow
 // start took over 1 kept the whole dead zone and held 4; the rest, under
 // 0.5, had none and were cut to 0.1-0.4. Jain's index 0.65 (seed 1), sum of
-// limits 3.4x the threads.
+// limits 3.4x the threads. Then 0.92, until the sidecars that join mid-run
+// ended slow start on their share of the node (pkg/limiter's fleetsize.go):
+// they had taken 1.65x their max-min fair share; 0.96 since.
 func TestMixedFleetStaysFairOnASteadyNode(t *testing.T) {
 	if raceEnabled {
 		t.Skip("a 60 s simulation of 1,000 sidecars: minutes under -race; make test runs it without it")
@@ -405,8 +407,8 @@ func TestMixedFleetStaysFairOnASteadyNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("Jain %.3f, sum of limits %.2f of the threads, goodput %.3f", r.Jain, r.LimitSum, r.GoodCap)
-	if r.Jain < 0.9 || r.GoodCap < 0.95 {
-		t.Errorf("Jain %.3f, goodput %.3f; want >= 0.9, >= 0.95", r.Jain, r.GoodCap)
+	if r.Jain < 0.95 || r.GoodCap < 0.95 {
+		t.Errorf("Jain %.3f, goodput %.3f; want >= 0.95, >= 0.95", r.Jain, r.GoodCap)
 	}
 }
 

@@ -261,8 +261,10 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 		d := float64(f.wmin-f.base) - noise
 		// The target standing wait: the dead zone, plus twice the noise
 		// of the minimum (the excess is about exponential: noise alone
-		// passes it in one window out of 20, and then cuts little).
-		target := max((cfg.Tolerance-1)*float64(f.base), float64(fleetMinWait)) + 2*noise
+		// passes it in one window out of 20, and then cuts little). A
+		// sidecar that knows the fleet's size keeps less of both
+		// (fleetsize.go).
+		target := f.deadZone(cfg) + f.noiseAllowance()*noise
 		if f.slow {
 			// Slow start ends on a surer sign: noise alone passes
 			// twice more noise once in 150 windows.
@@ -306,6 +308,8 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 				switch {
 				case f.ssAt == 0:
 					f.ssAt = now
+				case f.joined():
+					f.slow = false // see fleetsize.go
 				case limited && !f.nr.dominant(): // else loneStart
 					// Never below the limit: a lone sidecar's may be
 					// past the clock when it stops being alone.

@@ -38,13 +38,34 @@ package limiter
 //   - a run of cuts that the node's own counts end (it has room, or it got
 //     slower: nodequeue.go, rebase) is taken back halfway, on a log scale,
 //     to where it began: the cuts were not a queue's, and slower growth
-//     would take tens of seconds to climb back.
+//     would take tens of seconds to climb back. While its windows stand
+//     over the target, a sidecar reads the node's counts every
+//     K*fleetSizeRunSpacing (at least NodePoll), not every 20-30 s as its
+//     share would have it: the cuts that follow a node that got slower go
+//     on until those counts end them, and at 1,000 sidecars took the
+//     fleet to 0.8x the threads and 18 s to converge (2.5 s with it). A
+//     fleet then reads each node about 1/fleetSizeRunSpacing times a
+//     second: a three-row virtual table, only while a standing wait lasts;
+//   - the target keeps fleetSizeDead of the dead zone and one noise
+//     instead of two (fleet.go). Both kept noise from cutting a sidecar,
+//     a small one most; the pull towards the share now undoes such cuts,
+//     and they cost a standing queue: 1,000 sidecars held 1.13-1.27x the
+//     threads, within 20% of them half the time, and 8 held 1.22x; with
+//     them reduced, 1.11-1.16x (80-100% of the time) and 1.15x (all of it);
+//   - slow start ends once the last reading's share (less chance) reaches
+//     fleetSizeJoin times the fair one. A sidecar that joins a busy fleet
+//     doubles by the clock until a window stands over the target, which
+//     the fleet's standing wait hides: the 100 of the simulator's mixed
+//     fleet of 1,000 that join mid-run took 1.65x their max-min fair
+//     share, Jain's index 0.92 (1.27x, 0.95 with it). In slow start the
+//     node is read every NodePoll.
 //
-// In the simulator, the sweep's 1,000 sidecars held 1.13-1.15x the
-// threads, at Jain 0.97 and goodput 0.96-0.98 of capacity (1.5x, 0.94-0.95,
-// 1.00 before); make fleet's twin on a busy host, 0.984-0.998 over six
-// seeds (0.925-0.982). Slower growth alone (without the pull) split fleets
-// the square root had held together: 8 sidecars of 4 drifted to 0.83.
+// In the simulator, the sweep's 1,000 sidecars held 1.12-1.16x the
+// threads, at Jain 0.95-0.98 and goodput 0.96-0.98 of capacity (1.5x,
+// 0.87-0.95, 1.00 before); make fleet's twin on a busy host, 0.98-0.999
+// over six seeds (0.925-0.982). Slower growth alone (without the pull)
+// split fleets the square root had held together: 8 sidecars of 4 drifted
+// to 0.83.
 //
 // A dominant sidecar (noderate.go) is alone on the node for this purpose
 // and uses none of it. Until the first list is read, the law runs as if K
@@ -78,6 +99,16 @@ const (
 	// clients is read (see the file's comment).
 	fleetSizePoll    = 30 * time.Second
 	fleetSizeSpacing = 500 * time.Millisecond
+	// fleetSizeRunSpacing sets how often the node's counts are read while
+	// the windows stand over the target (see the file's comment).
+	fleetSizeRunSpacing = time.Millisecond
+	// fleetSizeDead is the share of the dead zone the target keeps, and
+	// fleetSizeNoise its allowance for the minimum's noise, in noises.
+	fleetSizeDead  = 0.5
+	fleetSizeNoise = 1
+	// fleetSizeJoin is the share of the node, over the fair one, at which
+	// slow start ends.
+	fleetSizeJoin = 1.5
 )
 
 // fleetSize is what the node's list of clients told the sidecar.
@@ -180,4 +211,50 @@ func (l *Limiter) NodeSizeDue(id NodeID) bool {
 		return false
 	}
 	return l.nodes[id].fl.sizeDue(l.now())
+}
+
+// deadZone is the standing wait the target allows before the noise.
+func (f *fleet) deadZone(cfg *Config) float64 {
+	d := max((cfg.Tolerance-1)*float64(f.base), float64(fleetMinWait))
+	if f.sizeKnown() {
+		d *= fleetSizeDead
+	}
+	return d
+}
+
+// noiseAllowance is how many noises of the minimum the target allows.
+func (f *fleet) noiseAllowance() float64 {
+	if f.sizeKnown() {
+		return fleetSizeNoise
+	}
+	return 2
+}
+
+// joined reports whether a sidecar in slow start already has more than its
+// share of the node: it joined a busy fleet.
+func (f *fleet) joined() bool {
+	if !f.sizeKnown() || f.nr.lastShare <= 0 {
+		return false
+	}
+	sh := f.nr.lastShare
+	if f.size.share > 0 {
+		sh /= f.size.share
+	}
+	return sh*float64(f.size.k) >= fleetSizeJoin
+}
+
+// sizePoll is the wait d before the next reading of the node's counts, as
+// the fleet's size changes it: every NodePoll in slow start, every
+// K*fleetSizeRunSpacing while the windows stand over the target.
+func (f *fleet) sizePoll(d time.Duration, cfg *Config) time.Duration {
+	if !f.sizeKnown() {
+		return d
+	}
+	if f.slow {
+		return min(d, cfg.NodePoll)
+	}
+	if !f.calm && !f.wasCalm && f.refLimit != 0 {
+		return min(d, max(time.Duration(f.size.k)*fleetSizeRunSpacing, cfg.NodePoll))
+	}
+	return d
 }

@@ -189,6 +189,7 @@ type nodeRate struct {
 	answers    uint64  // this sidecar's answers from the node, all time
 	answersAt  uint64  // answers at the last reading
 	share      float64 // this sidecar's share of the node's answers
+	lastShare  float64 // in the last interval, less chance (fleetsize.go)
 	ours       bool    // the last interval's answers were mostly this sidecar's
 	limitAt    float64 // the limit at the last reading
 
@@ -272,7 +273,7 @@ func (f *fleet) reading(now int64, rd NodeReading, limited bool, peak int32, cfg
 	done := total - prevTotal
 	r.done = done
 	r.rate = float64(done) / (float64(now-prevAt) / 1e9)
-	r.ours = false
+	r.ours, r.lastShare = false, 0
 	if done > 0 && answers > 0 {
 		// An interval in which this sidecar sent nothing says nothing
 		// of its share when it sends: make bench's proxy sits idle while
@@ -280,6 +281,9 @@ func (f *fleet) reading(now int64, rd NodeReading, limited bool, peak int32, cfg
 		// with its share at nothing, judging by latencies alone for the
 		// six readings (1.2 s) the average took to climb back.
 		s := min(float64(answers)/float64(done), 1)
+		// Less what chance gives a count (fleetRateChance standard
+		// deviations): a small limit's interval holds a few answers.
+		r.lastShare = max(0, float64(answers)-fleetRateChance*math.Sqrt(float64(answers))) / float64(done)
 		r.ours = s >= fleetRateOurs
 		if r.share == 0 {
 			r.share = s
@@ -489,6 +493,7 @@ func (f *fleet) pollInterval(now int64, cfg *Config) time.Duration {
 	if s > 0 && s < fleetPollShare {
 		d = time.Duration(float64(d) * fleetPollShare / s)
 	}
+	d = f.sizePoll(d, cfg)
 	return min(d, max(fleetPollMax, cfg.NodePoll))
 }
 
