@@ -46,12 +46,16 @@ package limiter
 //     fleet to 0.8x the threads and 18 s to converge (2.5 s with it). A
 //     fleet then reads each node about 1/fleetSizeRunSpacing times a
 //     second: a three-row virtual table, only while a standing wait lasts;
-//   - the target keeps fleetSizeDead of the dead zone and one noise
-//     instead of two (fleet.go). Both kept noise from cutting a sidecar,
-//     a small one most; the pull towards the share now undoes such cuts,
-//     and they cost a standing queue: 1,000 sidecars held 1.13-1.27x the
-//     threads, within 20% of them half the time, and 8 held 1.22x; with
-//     them reduced, 1.11-1.16x (80-100% of the time) and 1.15x (all of it);
+//   - in a fleet of more than fleetSizeRef, the target keeps
+//     fleetSizeDead of the dead zone and one noise instead of two
+//     (fleet.go). Both kept noise from cutting a sidecar, a small one most;
+//     the pull towards the share now undoes such cuts, and they cost a
+//     standing queue: 1,000 sidecars held 1.13-1.27x the threads, within
+//     20% of them half the time; with them reduced, 1.11-1.16x (80-100% of
+//     the time). 8 sidecars in the simulator went from 1.22x to 1.15x, but
+//     8 real ones of make fleet, on a host whose stalls hold answers for
+//     milliseconds, kept their node busy less: 0.93 and 0.90 of its
+//     capacity at 2x and 5x, where they had served 0.94-0.97 and 0.96;
 //   - slow start ends once the last reading's share (less chance) reaches
 //     fleetSizeJoin times the fair one. A sidecar that joins a busy fleet
 //     doubles by the clock until a window stands over the target, which
@@ -216,7 +220,7 @@ func (l *Limiter) NodeSizeDue(id NodeID) bool {
 // deadZone is the standing wait the target allows before the noise.
 func (f *fleet) deadZone(cfg *Config) float64 {
 	d := max((cfg.Tolerance-1)*float64(f.base), float64(fleetMinWait))
-	if f.sizeKnown() {
+	if f.manyKnown() {
 		d *= fleetSizeDead
 	}
 	return d
@@ -224,11 +228,16 @@ func (f *fleet) deadZone(cfg *Config) float64 {
 
 // noiseAllowance is how many noises of the minimum the target allows.
 func (f *fleet) noiseAllowance() float64 {
-	if f.sizeKnown() {
+	if f.manyKnown() {
 		return fleetSizeNoise
 	}
 	return 2
 }
+
+// manyKnown reports whether the fleet is known to be larger than
+// fleetSizeRef: the target is tightened only there (see the file's
+// comment).
+func (f *fleet) manyKnown() bool { return f.sizeKnown() && f.size.k > fleetSizeRef }
 
 // joined reports whether a sidecar in slow start already has more than its
 // share of the node: it joined a busy fleet.
