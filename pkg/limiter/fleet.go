@@ -6,9 +6,11 @@ import (
 )
 
 // The fleet law (Config.Law = LawFleet): an adaptive limit meant for many
-// sidecars in front of the same nodes, none of which knows how many others
-// there are. Its aims: the sum of the sidecars' limits settles near the
-// node's best concurrency whatever their number, and they share it fairly.
+// sidecars in front of the same nodes, with no coordination service: each
+// learns how many others there are from the node's list of clients, if at
+// all (fleetsize.go). Its aims: the sum of the sidecars' limits settles
+// near the node's best concurrency whatever their number, and they share
+// it fairly.
 //
 // The signal is the node's standing queue, read the same way by every
 // sidecar. A window's statistic is the minimum latency of its samples (from
