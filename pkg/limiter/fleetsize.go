@@ -126,7 +126,7 @@ type fleetSize struct {
 	ownAt uint64
 }
 
-// known reports whether the law uses the fleet's size: K is known and
+// sizeKnown reports whether the law uses the fleet's size: K is known and
 // this sidecar is one of several.
 func (f *fleet) sizeKnown() bool { return f.size.k >= 2 && !f.nr.dominant() }
 

@@ -117,7 +117,9 @@ func (p *Proxy) readFleet(ctx context.Context, n *backend.Node, id limiter.NodeI
 		}
 		return
 	}
-	rd.Sidecars = fl.Proxies
+	// The list was read over one of this proxy's connections, so it is
+	// one of them, whatever the count (a list longer than its first page).
+	rd.Sidecars = max(fl.Proxies, 1)
 	if last.list.Requests != nil && completed > last.completed {
 		rd.FleetShare = backend.ProxyShare(last.list, fl, completed-last.completed)
 	}
