@@ -59,30 +59,15 @@ type FleetList struct {
 // pool. A node without the virtual table (before Cassandra 4.0) answers
 // with a *ServerError.
 func (cl *Cluster) Fleet(ctx context.Context, n *Node) (FleetList, error) {
-	v := cl.Version()
-	pool, err := cl.Pool(ctx, v, "")
+	rows, err := cl.queryNode(ctx, n, fleetQuery, fleetPage)
 	if err != nil {
-		return FleetList{}, err
+		return FleetList{}, fmt.Errorf("clients of %s: %w", n.Addr, err)
 	}
-	for _, np := range *pool.nodes.Load() {
-		if np.node != n {
-			continue
-		}
-		c, _ := np.leastLoaded()
-		if c == nil {
-			return FleetList{}, ErrNoConnection
-		}
-		rows, err := c.queryPage(ctx, v, fleetQuery, fleetPage)
-		if err != nil {
-			return FleetList{}, fmt.Errorf("clients of %s: %w", n.Addr, err)
-		}
-		fl, err := parseFleet(rows)
-		if err != nil {
-			return FleetList{}, fmt.Errorf("clients of %s: %w", n.Addr, err)
-		}
-		return fl, nil
+	fl, err := parseFleet(rows)
+	if err != nil {
+		return FleetList{}, fmt.Errorf("clients of %s: %w", n.Addr, err)
 	}
-	return FleetList{}, ErrNoConnection
+	return fl, nil
 }
 
 // parseFleet counts the proxies among the rows of fleetQuery: connections

@@ -49,10 +49,27 @@ type NodeLoad struct {
 // (LastLoad). A node without the virtual table (before Cassandra 4.0)
 // answers with a *ServerError.
 func (cl *Cluster) Load(ctx context.Context, n *Node) (NodeLoad, error) {
+	rows, err := cl.queryNode(ctx, n, loadQuery, 5000)
+	if err != nil {
+		return NodeLoad{}, fmt.Errorf("load of %s: %w", n.Addr, err)
+	}
+	l, err := parseLoads(rows)
+	if err != nil {
+		return NodeLoad{}, fmt.Errorf("load of %s: %w", n.Addr, err)
+	}
+	l.At = time.Now()
+	n.load.Store(&l)
+	return l, nil
+}
+
+// queryNode runs cql on node n over the least loaded connection of the
+// default pool and decodes the first page of up to pageSize rows: the
+// node's own virtual tables answer for that node only.
+func (cl *Cluster) queryNode(ctx context.Context, n *Node, cql string, pageSize int32) ([]row, error) {
 	v := cl.Version()
 	pool, err := cl.Pool(ctx, v, "")
 	if err != nil {
-		return NodeLoad{}, err
+		return nil, err
 	}
 	for _, np := range *pool.nodes.Load() {
 		if np.node != n {
@@ -60,21 +77,11 @@ func (cl *Cluster) Load(ctx context.Context, n *Node) (NodeLoad, error) {
 		}
 		c, _ := np.leastLoaded()
 		if c == nil {
-			return NodeLoad{}, ErrNoConnection
+			return nil, ErrNoConnection
 		}
-		rows, err := c.query(ctx, v, loadQuery)
-		if err != nil {
-			return NodeLoad{}, fmt.Errorf("load of %s: %w", n.Addr, err)
-		}
-		l, err := parseLoads(rows)
-		if err != nil {
-			return NodeLoad{}, fmt.Errorf("load of %s: %w", n.Addr, err)
-		}
-		l.At = time.Now()
-		n.load.Store(&l)
-		return l, nil
+		return c.queryPage(ctx, v, cql, pageSize)
 	}
-	return NodeLoad{}, ErrNoConnection
+	return nil, ErrNoConnection
 }
 
 // LastLoad is the node's last reading (Cluster.Load), nil before the first.

@@ -152,11 +152,16 @@ func (f *fleet) x() float64 {
 	if !f.sizeKnown() || f.nr.rate <= 0 || s.own <= 0 {
 		return 1
 	}
-	fleet := f.nr.rate
-	if s.share > 0 {
-		fleet *= s.share
+	return min(max(f.overFair(s.own/f.nr.rate), fleetSizeXMin), fleetSizeXMax)
+}
+
+// overFair turns a share of the node's requests into the share of the
+// proxies' requests times K: 1 at a fair share.
+func (f *fleet) overFair(share float64) float64 {
+	if f.size.share > 0 {
+		share /= f.size.share
 	}
-	return min(max(s.own/fleet*float64(s.k), fleetSizeXMin), fleetSizeXMax)
+	return share * float64(f.size.k)
 }
 
 // growthScale is what the growth per Window is multiplied by.
@@ -242,14 +247,7 @@ func (f *fleet) manyKnown() bool { return f.sizeKnown() && f.size.k > fleetSizeR
 // joined reports whether a sidecar in slow start already has more than its
 // share of the node: it joined a busy fleet.
 func (f *fleet) joined() bool {
-	if !f.sizeKnown() || f.nr.lastShare <= 0 {
-		return false
-	}
-	sh := f.nr.lastShare
-	if f.size.share > 0 {
-		sh /= f.size.share
-	}
-	return sh*float64(f.size.k) >= fleetSizeJoin
+	return f.sizeKnown() && f.nr.lastShare > 0 && f.overFair(f.nr.lastShare) >= fleetSizeJoin
 }
 
 // sizePoll is the wait d before the next reading of the node's counts, as
