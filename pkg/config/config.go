@@ -134,9 +134,9 @@ type Config struct {
 
 	LogLevel string `flag:"log-level" env:"CQLGATE_LOG_LEVEL" yaml:"log_level" default:"info" reload:"true" help:"minimum log level: debug, info, warn or error"`
 
-	LimitMode string `flag:"limit-mode" env:"CQLGATE_LIMIT_MODE" yaml:"limit_mode" default:"fixed" reload:"true" help:"requests in flight per Cassandra node: adaptive (follows the node's latency between --limit-min and --limit-max), fleet (follows the node's standing queue from --limit-floor up to --limit-max, meant for many sidecars in front of the same nodes; see docs/sizing.md) or fixed (--node-limit)"`
+	LimitMode string `flag:"limit-mode" env:"CQLGATE_LIMIT_MODE" yaml:"limit_mode" default:"fixed" reload:"true" help:"requests in flight per Cassandra node: fixed (--node-limit), adaptive (follows the node's latency between --limit-min and --limit-max) or fleet (follows the node's standing queue and its own counts from --limit-floor up to --limit-max, meant for many sidecars in front of the same nodes; a node that cannot report its counts, before Cassandra 4.0 or to a role without SELECT on system_views, gets --node-limit; see docs/sizing.md)"`
 
-	NodeLimit int `flag:"node-limit" env:"CQLGATE_NODE_LIMIT" yaml:"node_limit" default:"1024" reload:"true" min:"1" max:"1048576" help:"requests in flight per node with --limit-mode fixed"`
+	NodeLimit int `flag:"node-limit" env:"CQLGATE_NODE_LIMIT" yaml:"node_limit" default:"1024" reload:"true" min:"1" max:"1048576" help:"requests in flight per node with --limit-mode fixed, and in fleet mode to a node that cannot report its counts"`
 
 	LimitMin int `flag:"limit-min" env:"CQLGATE_LIMIT_MIN" yaml:"limit_min" default:"16" reload:"true" min:"1" max:"1048576" help:"lowest adaptive per-node limit"`
 

@@ -671,3 +671,37 @@ func TestFleetGrowsOnlyALimitItsClientsKeepBusy(t *testing.T) {
 		t.Fatalf("a bound window that kept the limit busy: limit %v; want growth", got)
 	}
 }
+
+// A node that cannot report its counts (before Cassandra 4.0, or a role
+// without SELECT on system_views) is held at the fixed NodeLimit: latency
+// alone cut a lone sidecar to a tenth of a fixed limit's throughput on a
+// node slower under load. Its first reading restarts the law from the
+// floor, which then finds the node's capacity.
+func TestFleetHoldsAnUnreadableNodeAtTheFixedLimit(t *testing.T) {
+	fs := newFleetSim(t, 1, 400, 32, 5*time.Millisecond, func(c *Config) { c.NodeLimit, c.NodePoll = 300, -1 })
+	l := fs.ls[0]
+	l.NodeUnreadable(0)
+	fs.s.run(5 * time.Second)
+	if st := l.Stats().Nodes[0]; st.LimitExact != 300 || !st.Unreadable {
+		t.Fatalf("limit %.1f (unreadable %v) after 5s of a queue on a node that cannot report; want the fixed 300", st.LimitExact, st.Unreadable)
+	}
+	l.NodeRead(0, NodeReading{Completed: fs.b.completed})
+	if st := l.Stats().Nodes[0]; st.Unreadable || st.LimitExact >= 1 {
+		t.Fatalf("limit %.1f (unreadable %v) after the node's first reading; want the law's floor", st.LimitExact, st.Unreadable)
+	}
+	fs.s.run(15 * time.Second)
+	if got := l.Stats().Nodes[0].LimitExact; got > 100 {
+		t.Errorf("limit %.1f 10s after the node could be read, on a node of 32 threads; want the law to hold it near them", got)
+	}
+}
+
+// NodeUnreadable concerns the fleet law alone.
+func TestNodeUnreadableOutsideTheFleetLaw(t *testing.T) {
+	for _, cfg := range []Config{{NodeLimit: 7}, {Adaptive: true, MinLimit: 7, MaxLimit: 7}} {
+		l, _ := newTestLimiter(t, cfg, 1)
+		l.NodeUnreadable(0)
+		if st := l.Stats().Nodes[0]; st.Limit != 7 || st.Unreadable {
+			t.Errorf("%+v: limit %d (unreadable %v); want 7, unchanged", cfg, st.Limit, st.Unreadable)
+		}
+	}
+}

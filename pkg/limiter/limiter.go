@@ -143,6 +143,9 @@ type node struct {
 	// blocked: a request found no room on the node since the fleet law's
 	// window began (the limit bound, as opposed to an idle client).
 	blocked bool
+	// unreadable: the node cannot report its counts, and the fleet law
+	// holds it at NodeLimit (unreadable.go).
+	unreadable bool
 }
 
 // New returns a Limiter with no nodes: call SetNodes before traffic, until
@@ -253,7 +256,7 @@ func (l *Limiter) startNodeLocked(n *node, now int64) {
 	switch {
 	case l.cfg.Adaptive && l.cfg.Law == LawFleet:
 		n.fl.reset(&l.cfg, now)
-		n.limit = l.limitSlots(n, n.fl.limit)
+		n.limit = l.limitSlots(n, l.fleetLimit(n))
 	case l.cfg.Adaptive:
 		n.ad.reset(&l.cfg, now, n.inflight)
 		n.limit = l.limitSlots(n, n.ad.limit)
@@ -500,6 +503,9 @@ func (l *Limiter) adaptLocked(now int64) {
 	for _, id := range l.active {
 		n := &l.nodes[id]
 		if l.cfg.Law == LawFleet {
+			if n.unreadable {
+				continue
+			}
 			if n.inflight == 0 && l.q.n == 0 && n.fl.count == 0 && n.fl.drops == 0 {
 				// Idle (nothing in flight, nobody waiting, as a paced
 				// slot's clients would): growth and cuts are per Window
@@ -612,10 +618,10 @@ func (l *Limiter) Reconfigure(cfg Config) error {
 			l.setLimitLocked(n, float64(c.NodeLimit))
 		case c.Law == LawFleet && (!old.Adaptive || old.Law != LawFleet):
 			n.fl.reset(&c, now)
-			l.setLimitLocked(n, n.fl.limit)
+			l.setLimitLocked(n, l.fleetLimit(n))
 		case c.Law == LawFleet:
 			n.fl.limit = min(max(n.fl.limit, c.Floor), float64(c.MaxLimit))
-			l.setLimitLocked(n, n.fl.limit)
+			l.setLimitLocked(n, l.fleetLimit(n))
 		case !old.Adaptive || old.Law != LawGradient:
 			n.ad.reset(&c, now, n.inflight)
 			l.setLimitLocked(n, n.ad.limit)

@@ -27,6 +27,7 @@ import (
 //	cqlgate_limiter_baseline_seconds{node}      gauge    the node's unqueued latency the fleet law reads waits against
 //	cqlgate_limiter_node_proxies{node}          gauge    proxies the node lists among its clients (fleet law)
 //	cqlgate_limiter_fair_share_ratio{node}      gauge    this proxy's share of the fleet's requests times their number (fleet law)
+//	cqlgate_limiter_node_unreadable{node}       gauge    1 while the node cannot report its counts and the fleet law holds it at NodeLimit
 
 // NodeStats is one node's part of Stats.
 type NodeStats struct {
@@ -55,6 +56,9 @@ type NodeStats struct {
 	// where unknown (fleetsize.go).
 	Proxies    int
 	ShareRatio float64
+	// Unreadable: the node cannot report its counts, and the fleet law
+	// holds it at NodeLimit (NodeUnreadable).
+	Unreadable bool
 }
 
 // Stats is a snapshot of the Limiter, as exported in its metrics.
@@ -101,7 +105,7 @@ func (l *Limiter) Stats() Stats {
 		}
 		s.Nodes = append(s.Nodes, NodeStats{ID: NodeID(i), Active: n.active, Limit: int(n.limit), LimitExact: n.exact, InFlight: int(n.inflight), LimitChanges: n.changes,
 			NodeRate: n.fl.nr.rate, Undone: n.fl.nr.undone, Probes: n.fl.nr.probed, Rebased: n.fl.nr.rebased, Room: n.fl.nr.notQueued,
-			Baseline: time.Duration(n.fl.base), Proxies: n.fl.size.k, ShareRatio: n.fl.x()})
+			Baseline: time.Duration(n.fl.base), Proxies: n.fl.size.k, ShareRatio: n.fl.x(), Unreadable: n.unreadable})
 	}
 	s.Limit = sum
 	if l.globalLimit > 0 {
@@ -115,7 +119,7 @@ type collector struct {
 	limit, globalLimit, inFlight, globalInFlight, queueDepth *prometheus.Desc
 	standing, admitted, rejected, limitChanges, doubleRel    *prometheus.Desc
 	maxWait, nodeRate, rateDecisions, baseline               *prometheus.Desc
-	proxies, shareRatio                                      *prometheus.Desc
+	proxies, shareRatio, unreadable                          *prometheus.Desc
 }
 
 func newCollector(l *Limiter) *collector {
@@ -139,12 +143,13 @@ func newCollector(l *Limiter) *collector {
 		baseline:       d("baseline_seconds", "Fleet mode: the node's latency when unqueued, as this proxy measures it (the lowest minimum of a window, from the backend write to the backend read); the standing wait that cuts the limit is read against it, so proxies of one fleet should show about the same; 0 in the other modes.", "node"),
 		proxies:        d("node_proxies", "Fleet mode: the proxies connected to a Cassandra node, this one included, from the node's list of clients (system_views.clients, the CQLGATE_INSTANCE option of each connection), as last read; 0 while unknown. The fleet law scales its growth by sqrt(8/proxies) past 8, so that a fleet's sum of limits does not rise with its size.", "node"),
 		shareRatio:     d("fair_share_ratio", "Fleet mode: this proxy's share of the requests the node's proxies sent it, times their number: 1 at a fair share. Above 1 the fleet law grows this proxy's limit more slowly and cuts it more, below 1 the reverse (bounded to 0.25-4); 1 while the number of proxies is unknown, and for a proxy that carries nearly all of the node's requests.", "node"),
+		unreadable:     d("node_unreadable", "Fleet mode: 1 while a Cassandra node cannot report its counts (system_views.thread_pools: Cassandra 4.0 or later, and SELECT on it for the proxy's role), so that its limit is the fixed --node-limit; 0 otherwise.", "node"),
 		rateDecisions:  d("rate_decisions_total", "Fleet mode: limit changes decided by the node's own counts: undo (cuts that cost the node throughput, undone), probe (a raise that the node turned into throughput, kept), rebase (cuts of many sidecars that cost the node throughput while its latency stood: a slower node, whose latency becomes the baseline) and room (cuts ended by a reading of the node with nothing queued and threads free: a slower node with room, whose latency becomes the baseline).", "node", "decision"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.limit, c.globalLimit, c.inFlight, c.globalInFlight, c.queueDepth, c.standing, c.admitted, c.rejected, c.limitChanges, c.doubleRel, c.maxWait, c.nodeRate, c.rateDecisions, c.baseline, c.proxies, c.shareRatio} {
+	for _, d := range []*prometheus.Desc{c.limit, c.globalLimit, c.inFlight, c.globalInFlight, c.queueDepth, c.standing, c.admitted, c.rejected, c.limitChanges, c.doubleRel, c.maxWait, c.nodeRate, c.rateDecisions, c.baseline, c.proxies, c.shareRatio, c.unreadable} {
 		ch <- d
 	}
 }
@@ -168,6 +173,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.baseline, g, n.Baseline.Seconds(), id)
 			ch <- prometheus.MustNewConstMetric(c.proxies, g, float64(n.Proxies), id)
 			ch <- prometheus.MustNewConstMetric(c.shareRatio, g, n.ShareRatio, id)
+			unreadable := 0.0
+			if n.Unreadable {
+				unreadable = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.unreadable, g, unreadable, id)
 			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Undone), id, "undo")
 			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Probes), id, "probe")
 			ch <- prometheus.MustNewConstMetric(c.rateDecisions, ctr, float64(n.Rebased), id, "rebase")

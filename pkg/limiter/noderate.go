@@ -534,6 +534,7 @@ func (l *Limiter) NodeRead(id NodeID, rd NodeReading) {
 	}
 	n := &l.nodes[id]
 	now := l.now()
+	l.readable(n, now)
 	before := n.fl.limit
 	if !n.fl.reading(now, rd, n.blocked, n.ad.maxInflight, &l.cfg) {
 		l.mu.Unlock()

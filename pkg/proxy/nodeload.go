@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cqlgate/cqlgate/pkg/backend"
+	"github.com/cqlgate/cqlgate/pkg/frame"
 	"github.com/cqlgate/cqlgate/pkg/limiter"
 )
 
@@ -23,9 +24,23 @@ const (
 	// busy, and its next reading will do.
 	nodeLoadTimeout = time.Second
 	// nodeLoadRetry is how long a node that cannot count (no
-	// system_views before Cassandra 4.0) is left alone.
+	// system_views before Cassandra 4.0, or a role without SELECT on it)
+	// is left alone.
 	nodeLoadRetry = 10 * time.Minute
 )
+
+// cannotRead reports whether the node's answer to a reading says it will
+// never answer it as asked (no such table, no permission), as opposed to a
+// busy node's (OVERLOADED, a timeout), which the next reading retries: a
+// node held at the fixed limit for ten minutes because it was overloaded
+// once would lose the fleet limit when it is needed most.
+func cannotRead(se *backend.ServerError) bool {
+	switch se.Code {
+	case frame.ErrCodeSyntax, frame.ErrCodeUnauthorized, frame.ErrCodeInvalid, frame.ErrCodeConfig:
+		return true
+	}
+	return false
+}
 
 // pollNodeLoad reads the counts of every node that is up when the limiter
 // says it is due (Limiter.NodeReadingDue, never outside the fleet mode),
@@ -40,7 +55,10 @@ const (
 func (p *Proxy) pollNodeLoad(ctx context.Context) {
 	retry := map[limiter.NodeID]time.Time{}
 	lists := map[limiter.NodeID]nodeList{}
-	t := time.NewTimer(nodeLoadIdle)
+	// The first reading at once: until it, a lone sidecar's limit is in
+	// slow start from the floor, and a node that cannot report is not yet
+	// held at the fixed limit.
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
@@ -70,9 +88,10 @@ func (p *Proxy) pollNodeLoad(ctx context.Context) {
 					p.readFleet(ctx, n, id, load.Completed, lists, &rd)
 				}
 				p.limiter.NodeRead(id, rd)
-			case errors.As(err, &se):
+			case errors.As(err, &se) && cannotRead(se):
+				p.limiter.NodeUnreadable(id)
 				if _, seen := retry[id]; !seen {
-					p.log.Info("the node does not report its completed requests; its fleet limit follows latencies alone",
+					p.log.Warn("the node does not report its load, so its limit is the fixed --node-limit: fleet mode needs Cassandra 4.0 or later and, for the proxy's role unless it is a superuser, GRANT SELECT ON system_views.thread_pools and ON system_views.clients (SELECT ON ALL KEYSPACES does not cover them)",
 						zap.String("node", n.Addr), zap.Error(err))
 				}
 				retry[id] = time.Now().Add(nodeLoadRetry)
@@ -105,7 +124,7 @@ func (p *Proxy) readFleet(ctx context.Context, n *backend.Node, id limiter.NodeI
 	cancel()
 	if err != nil {
 		var se *backend.ServerError
-		if errors.As(err, &se) {
+		if errors.As(err, &se) && cannotRead(se) {
 			if last.retry.IsZero() {
 				p.log.Info("the node does not list its clients; its fleet limit does not know how many proxies share it",
 					zap.String("node", n.Addr), zap.Error(err))
