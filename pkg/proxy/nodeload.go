@@ -55,10 +55,7 @@ func cannotRead(se *backend.ServerError) bool {
 func (p *Proxy) pollNodeLoad(ctx context.Context) {
 	retry := map[limiter.NodeID]time.Time{}
 	lists := map[limiter.NodeID]nodeList{}
-	// The first reading at once: until it, a lone sidecar's limit is in
-	// slow start from the floor, and a node that cannot report is not yet
-	// held at the fixed limit.
-	t := time.NewTimer(0)
+	t := time.NewTimer(nodeLoadIdle)
 	defer t.Stop()
 	for {
 		select {
