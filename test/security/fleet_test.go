@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocql/gocql"
-
 	"github.com/cqlgate/cqlgate/internal/cassandratest"
 	"github.com/cqlgate/cqlgate/internal/promtest"
 	"github.com/cqlgate/cqlgate/internal/proxytest"
@@ -22,42 +20,16 @@ import (
 // GRANTs that docs/sizing.md gives let the proxy read the node.
 func TestFleetModeNeedsSelectOnSystemViews(t *testing.T) {
 	n := cassandratest.Require(t, node)
-	admin, err := session4(n.Addrs[0], func(cc *gocql.ClusterConfig) {
-		cc.Authenticator = gocql.PasswordAuthenticator{Username: n.Username, Password: n.Password}
+	// Table by table: Cassandra refuses a grant on the virtual keyspace,
+	// and SELECT ON ALL KEYSPACES does not cover it.
+	rolesSetup(t, map[string][]string{
+		"sec_fleet_plain": nil,
+		"sec_fleet_views": {"SELECT ON system_views.thread_pools", "SELECT ON system_views.clients"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	for _, q := range []string{
-		"CREATE ROLE IF NOT EXISTS sec_fleet_plain WITH PASSWORD = 'pw-plain' AND LOGIN = true",
-		"CREATE ROLE IF NOT EXISTS sec_fleet_views WITH PASSWORD = 'pw-views' AND LOGIN = true",
-		// Table by table: Cassandra refuses a grant on the virtual
-		// keyspace, and SELECT ON ALL KEYSPACES does not cover it.
-		"GRANT SELECT ON system_views.thread_pools TO sec_fleet_views",
-		"GRANT SELECT ON system_views.clients TO sec_fleet_views",
-	} {
-		if err := admin.Query(q).Exec(); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
 	const nodeLimit = 77
-	start := func(role, password string) *proxytest.Proxy {
-		// A role just created may take a moment to be usable for logins.
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			s, err := session4(n.Addrs[0], func(cc *gocql.ClusterConfig) {
-				cc.Authenticator = gocql.PasswordAuthenticator{Username: role, Password: password}
-			})
-			if err == nil {
-				s.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("login as %s: %v", role, err)
-			}
-		}
+	start := func(role string) *proxytest.Proxy {
 		return proxytest.Start(t, n.Addrs, func(c *config.Config) {
-			c.BackendUsername, c.BackendPassword = role, password
+			c.BackendUsername, c.BackendPassword = role, "pw-"+role
 			c.LimitMode, c.NodeLimit = "fleet", nodeLimit
 			c.LimitNodePoll = 100 * time.Millisecond
 		})
@@ -77,7 +49,7 @@ func TestFleetModeNeedsSelectOnSystemViews(t *testing.T) {
 		return fmt.Sprintf("node_unreadable %v, limit %v, node threads %v", unreadable, limit, threads)
 	}
 
-	plain := start("sec_fleet_plain", "pw-plain")
+	plain := start("sec_fleet_plain")
 	if got := waitFor(plain, func(u, l, _ float64) bool { return u == 1 && l == nodeLimit }); got != "" {
 		t.Errorf("a proxy whose role has no SELECT on system_views: %s after 10s; want 1 and the fixed %d", got, nodeLimit)
 	}
@@ -85,7 +57,7 @@ func TestFleetModeNeedsSelectOnSystemViews(t *testing.T) {
 		t.Errorf("the proxy's log does not say what to grant, or why:\n%s", log)
 	}
 
-	views := start("sec_fleet_views", "pw-views")
+	views := start("sec_fleet_views")
 	if got := waitFor(views, func(u, _, th float64) bool { return u == 0 && th > 0 }); got != "" {
 		t.Errorf("a proxy whose role has SELECT on system_views: %s after 10s; want 0 and the node's threads read", got)
 	}
