@@ -139,6 +139,7 @@ func (l *Limiter) Sweep() {
 	}
 	now := l.now()
 	l.updateRateLocked(now)
+	l.noteIdleLocked(now)
 	buf := l.expireDueLocked(now, l.sweepBuf[:0])
 	if l.cfg.Adaptive {
 		l.adaptLocked(now)

@@ -366,7 +366,7 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 			cut := max(0.5, 1-fleetGain*f.cutScale()*(d-target)/float64(mean))
 			from := limit
 			limit = min(limit, max(float64(peak), 1)) * max(0.5, math.Pow(cut, float64(elapsed)/float64(cfg.Window)))
-			if f.nr.met > 0 && f.nr.dominant() {
+			if f.nr.keepsMet() {
 				limit = max(limit, min(f.nr.met, from)) // see judgeProbe
 			}
 		}

@@ -116,6 +116,9 @@ type Limiter struct {
 
 	sweepMu  sync.Mutex // serializes Sweep; guards sweepBuf
 	sweepBuf []action
+	sweptAt  int64 // the last Sweep's time, under mu (idle.go)
+
+	cpuPressure float64 // the last CPUPressure, under mu
 
 	stop chan struct{}
 	done chan struct{}
@@ -146,6 +149,10 @@ type node struct {
 	// unreadable: the node cannot report its counts, and the fleet law
 	// holds it at NodeLimit (unreadable.go).
 	unreadable bool
+	// idleNs is how long the node had nothing of this sidecar in flight
+	// while nothing was queued, all time, as Sweep samples it: the fleet
+	// law judges the node's rate over the rest (idle.go).
+	idleNs int64
 }
 
 // New returns a Limiter with no nodes: call SetNodes before traffic, until

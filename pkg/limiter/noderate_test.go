@@ -440,3 +440,21 @@ func TestFleetDemandIsTheHighestOfTheLastWindows(t *testing.T) {
 		t.Fatalf("a raise from 32 once the demand fell to 16: %v; want a doubling, 64", got)
 	}
 }
+
+// A reading whose interval the sidecar's clients left mostly idle is not
+// judged: a probe stays open through it. Over the rest of an interval, the
+// node's rate is what the limit let it serve: a probe that gained over the
+// busy time is kept though the clock's rate fell (idle.go).
+func TestFleetProbeIgnoresTheClientsPauses(t *testing.T) {
+	p := newProbeState(t)
+	p.f.nr.idle += int64(140 * time.Millisecond) // of the reading's 200 ms
+	if got := p.read(3000); got != 200 || p.f.nr.probeFrom != 100 {
+		t.Fatalf("a reading 70%% idle: limit %v, probe from %v; want 200, still open", got, p.f.nr.probeFrom)
+	}
+	p.f.nr.idle += int64(60 * time.Millisecond)
+	// 1,750 requests in 140 ms of the 200: 12,500/s while busy, 8,750/s by
+	// the clock.
+	if got := p.read(8750); got != 200 || p.f.nr.probed != 1 {
+		t.Fatalf("a gain of 25%% over the busy time: limit %v, kept %d; want the probe kept at 200", got, p.f.nr.probed)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cqlgate/cqlgate/pkg/backend"
+	"github.com/cqlgate/cqlgate/pkg/cpupressure"
 	"github.com/cqlgate/cqlgate/pkg/frame"
 	"github.com/cqlgate/cqlgate/pkg/limiter"
 )
@@ -55,6 +56,7 @@ func cannotRead(se *backend.ServerError) bool {
 func (p *Proxy) pollNodeLoad(ctx context.Context) {
 	retry := map[limiter.NodeID]time.Time{}
 	lists := map[limiter.NodeID]nodeList{}
+	psi := cpupressure.NewReader(nil)
 	t := time.NewTimer(nodeLoadIdle)
 	defer t.Stop()
 	for {
@@ -67,6 +69,13 @@ func (p *Proxy) pollNodeLoad(ctx context.Context) {
 		if every == 0 {
 			t.Reset(nodeLoadIdle)
 			continue
+		}
+		// Whether this proxy's tasks wait for a CPU: the fleet law then
+		// takes its latencies to carry that wait (limiter's fillsNode).
+		if v, ok := psi.Read(); ok {
+			p.limiter.CPUPressure(v)
+		} else {
+			p.limiter.CPUPressure(-1)
 		}
 		for _, n := range p.cluster.Nodes() {
 			id := limiter.NodeID(n.ID)
