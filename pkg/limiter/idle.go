@@ -9,14 +9,10 @@ package limiter
 // sending for part of it, the node idles, and the rate falls for no fault
 // of the limit. The seed experiment's 50,000 goroutines stall the client's
 // process for tenths of a second at a time: sampled twice a second, its
-// proxy had nothing in flight and nothing queued at two samples in five,
+// proxy had nothing in flight and nothing queued at one sample in three,
 // and the node's rate swung between 5,000 and 48,000 requests/s from one
-// 200 ms reading to the next. No probe could tell what a doubling of the
-// limit gains there from that noise, though the gain is real: a fixed limit
-// of 40 took 1.5x the time of one of 1,024, and the node spent 1.27x the
-// CPU per request (on two cores it shares with the proxy and the client,
-// the node batches more requests per read and per wake-up when more are in
-// flight). The limit wandered between 20 and 4,096.
+// 200 ms reading to the next: such a reading judges the clients' pauses,
+// not the limit.
 //
 // Over the time the clients kept the node busy, the node's rate is what
 // the limit let it serve. Sweep samples every TickInterval whether each
@@ -26,7 +22,9 @@ package limiter
 // whatever node it waits for: a limit under one rests its only slot
 // between requests (pace.go), and its clients wait meanwhile. The other
 // rules read the node's rate by the clock: it is the node's, other
-// clients' requests included.
+// clients' requests included. What noise is left on such a host (the rate
+// moved by 15-40% between readings in which the sidecar was busy
+// throughout) is its CPU's: see starvedBelow (probe.go).
 
 // fleetBusyLeast is the least share of a reading's interval that must not be
 // idle for the dominant rules to judge the interval.

@@ -118,7 +118,7 @@ type Limiter struct {
 	sweepBuf []action
 	sweptAt  int64 // the last Sweep's time, under mu (idle.go)
 
-	cpuPressure float64 // the last CPUPressure, under mu
+	cpuPressure float64 // the last CPUPressure (-1: unknown), under mu
 
 	stop chan struct{}
 	done chan struct{}
@@ -174,7 +174,7 @@ func New(cfg Config, clock Clock, reg prometheus.Registerer) (*Limiter, error) {
 	if realTime {
 		clock = realClock{}
 	}
-	l := &Limiter{clock: clock, epoch: clock.Now(), cfg: c, globalLimit: c.GlobalLimit, reg: reg}
+	l := &Limiter{clock: clock, epoch: clock.Now(), cfg: c, globalLimit: c.GlobalLimit, reg: reg, cpuPressure: -1}
 	l.q.init(c.ClassWeights, int64(c.TickInterval), int64(c.MaxWait), 0)
 	l.queueWait = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "cqlgate_limiter_queue_wait_seconds",

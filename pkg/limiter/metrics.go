@@ -28,6 +28,7 @@ import (
 //	cqlgate_limiter_node_proxies{node}          gauge    proxies the node lists among its clients (fleet law)
 //	cqlgate_limiter_fair_share_ratio{node}      gauge    this proxy's share of the fleet's requests times their number (fleet law)
 //	cqlgate_limiter_node_unreadable{node}       gauge    1 while the node cannot report its counts and the fleet law holds it at NodeLimit
+//	cqlgate_limiter_cpu_pressure_ratio          gauge    the share of the time the proxy's tasks waited for a CPU (fleet law; -1 unknown)
 
 // NodeStats is one node's part of Stats.
 type NodeStats struct {
@@ -76,6 +77,8 @@ type Stats struct {
 	DoubleReleases uint64
 	MaxWait        time.Duration // the configured MaxWait
 	Nodes          []NodeStats   // active nodes, and inactive ones with permits out
+	// CPUPressure is the last CPUPressure given (-1: none or unknown).
+	CPUPressure float64
 }
 
 // Stats returns a snapshot. It allocates; it is meant for scrapes, tests and
@@ -92,6 +95,7 @@ func (l *Limiter) Stats() Stats {
 		LimitChanges:   l.limitChanges,
 		DoubleReleases: l.doubleReleases,
 		MaxWait:        l.cfg.MaxWait,
+		CPUPressure:    l.cpuPressure,
 	}
 	sum := 0
 	for i := range l.nodes {
@@ -119,7 +123,7 @@ type collector struct {
 	limit, globalLimit, inFlight, globalInFlight, queueDepth *prometheus.Desc
 	standing, admitted, rejected, limitChanges, doubleRel    *prometheus.Desc
 	maxWait, nodeRate, rateDecisions, baseline               *prometheus.Desc
-	proxies, shareRatio, unreadable                          *prometheus.Desc
+	proxies, shareRatio, unreadable, cpuPressure             *prometheus.Desc
 }
 
 func newCollector(l *Limiter) *collector {
@@ -144,12 +148,13 @@ func newCollector(l *Limiter) *collector {
 		proxies:        d("node_proxies", "Fleet mode: the proxies connected to a Cassandra node, this one included, from the node's list of clients (system_views.clients, the CQLGATE_INSTANCE option of each connection), as last read; 0 while unknown. The fleet law scales its growth by sqrt(8/proxies) past 8, so that a fleet's sum of limits does not rise with its size.", "node"),
 		shareRatio:     d("fair_share_ratio", "Fleet mode: this proxy's share of the requests the node's proxies sent it, times their number: 1 at a fair share. Above 1 the fleet law grows this proxy's limit more slowly and cuts it more, below 1 the reverse (bounded to 0.25-4); 1 while the number of proxies is unknown, and for a proxy that carries nearly all of the node's requests.", "node"),
 		unreadable:     d("node_unreadable", "Fleet mode: 1 while a Cassandra node cannot report its counts (system_views.thread_pools: Cassandra 4.0 or later, and SELECT on it for the proxy's role), so that its limit is the fixed --node-limit; 0 otherwise.", "node"),
+		cpuPressure:    d("cpu_pressure_ratio", "Fleet mode: the share of the last 10 s in which the proxy's tasks waited for a CPU (Linux's pressure stall information, some avg10), as last read; -1 where the kernel does not report it, and in the other modes. At 0.25 or more a proxy that carries nearly all of a node's requests holds that node at --node-limit: its latencies then carry its own wait for a CPU."),
 		rateDecisions:  d("rate_decisions_total", "Fleet mode: limit changes decided by the node's own counts: undo (cuts that cost the node throughput, undone), probe (a raise that the node turned into throughput, kept), rebase (cuts of many sidecars that cost the node throughput while its latency stood: a slower node, whose latency becomes the baseline) and room (cuts ended by a reading of the node with nothing queued and threads free: a slower node with room, whose latency becomes the baseline).", "node", "decision"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.limit, c.globalLimit, c.inFlight, c.globalInFlight, c.queueDepth, c.standing, c.admitted, c.rejected, c.limitChanges, c.doubleRel, c.maxWait, c.nodeRate, c.rateDecisions, c.baseline, c.proxies, c.shareRatio, c.unreadable} {
+	for _, d := range []*prometheus.Desc{c.limit, c.globalLimit, c.inFlight, c.globalInFlight, c.queueDepth, c.standing, c.admitted, c.rejected, c.limitChanges, c.doubleRel, c.maxWait, c.nodeRate, c.rateDecisions, c.baseline, c.proxies, c.shareRatio, c.unreadable, c.cpuPressure} {
 		ch <- d
 	}
 }
@@ -198,4 +203,5 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.doubleRel, ctr, float64(s.DoubleReleases))
 	ch <- prometheus.MustNewConstMetric(c.maxWait, g, s.MaxWait.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.cpuPressure, g, s.CPUPressure)
 }
