@@ -243,6 +243,7 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 		limit *= cfg.Backoff
 		f.slow = false
 		f.refLimit, f.nr.runLimit, f.nr.met = 0, 0, 0
+		f.nr.starvedMet, f.nr.starvedOff = false, now+int64(fleetStarvedOff)
 		f.calm = false
 	case f.count > 0:
 		mean := f.sum / int64(f.count)

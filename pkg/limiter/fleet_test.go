@@ -731,6 +731,13 @@ func TestFleetLawOnAStarvedHostHoldsTheFixedLimit(t *testing.T) {
 		t.Errorf("limit %.1f after 3 s of OVERLOADED above 20 in flight; want it cut", got)
 	}
 	fs.b.overloadAbove = 0
+	// Cassandra said where its limit is: the starved host's rules stay
+	// off for fleetStarvedOff, and the law holds the limit near the node's
+	// 16 threads.
+	fs.s.run(25 * time.Second)
+	if got := fs.limitSum(); got > 64 {
+		t.Errorf("limit %.1f 10 s after the OVERLOADED answers ended; want the law's, not the fixed %d again", got, DefaultNodeLimit)
+	}
 
 	fs = newFleetSim(t, 1, 2000, 16, 5*time.Millisecond)
 	l = fs.ls[0]

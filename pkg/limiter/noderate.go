@@ -143,6 +143,9 @@ const (
 	// that wait (starvedBelow). The seed experiment's host waited 50-78% of
 	// the time.
 	fleetStarved = 0.25
+	// fleetStarvedOff is how long after an OVERLOADED answer or a timeout
+	// the rules of a starved host stay off (starvedBelow).
+	fleetStarvedOff = time.Minute
 	// fleetPollShare: a sidecar whose share of the node's answers is s
 	// reads the count every NodePoll*max(1, fleetPollShare/s).
 	fleetPollShare = 0.1
@@ -237,9 +240,11 @@ type nodeRate struct {
 	// (judgeProbe, starvedBelow).
 	met float64
 	// starved: the proxy's tasks waited for a CPU fleetStarved of the time
-	// or more, at the last reading; starvedMet: met was set because of it
+	// or more, at the last reading; starvedMet: met was set because of it;
+	// starvedOff: no such rule before then, after Cassandra's overload
 	// (starvedBelow).
 	starved, starvedMet bool
+	starvedOff          int64
 	// demand is how many requests wanted the node at the close of the
 	// last windows: the most in flight in each, and its share of the
 	// queue then (Limiter.adaptLocked), the highest of the last few

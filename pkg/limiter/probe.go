@@ -223,7 +223,12 @@ func (f *fleet) raised(limit float64, cfg *Config) float64 {
 // once (loneStart), a probe's raise needs no gain to be kept, only no loss
 // (judgeProbe), and the limit reached is where the sidecar's cuts stop while
 // it stays dominant and the host starved, until Cassandra answers OVERLOADED
-// or times out.
+// or times out. After such an answer the rules stay off for
+// fleetStarvedOff: Cassandra said where its limit is, and going back to
+// NodeLimit at once would only meet it again. In make fleet, whose host is
+// starved too (8 proxy processes, their generators, the node and its
+// emulated capacity on two cores), a lone proxy did that in a cycle: at 2x
+// the emulated node's capacity its clients' p99 was 2x fixed's.
 //
 // On such a host neither signal of the law holds. The latencies it reads
 // carry the proxy's own wait for a CPU, and the node's, if it shares the
@@ -243,7 +248,7 @@ func (f *fleet) raised(limit float64, cfg *Config) float64 {
 // most of a run, and a raise judged by a fall of the rate alone was taken
 // back by chance within seconds.
 func (f *fleet) starvedBelow(limit float64, cfg *Config) bool {
-	return f.nr.starved && limit < float64(cfg.NodeLimit)
+	return f.nr.starved && limit < float64(cfg.NodeLimit) && f.nr.at >= f.nr.starvedOff
 }
 
 // loneStart is slow start for a sidecar alone in front of the node, at a
