@@ -4,7 +4,7 @@
 // of the host) had no CPU to run on.
 //
 // The fleet limit uses it to know when the latencies it measures carry the
-// proxy's own wait for a CPU (pkg/limiter's fillsNode): a sidecar on a host
+// proxy's own wait for a CPU (pkg/limiter's starvedBelow): a sidecar on a host
 // whose CPUs are all taken reads its backend's answers late, and would read
 // that lateness as a queue in Cassandra.
 package cpupressure

@@ -24,7 +24,7 @@ package limiter
 // rules read the node's rate by the clock: it is the node's, other
 // clients' requests included. What noise is left on such a host (the rate
 // moved by 15-40% between readings in which the sidecar was busy
-// throughout) is its CPU's: see starvedBelow (probe.go).
+// throughout) is its CPU's: see starved.go.
 
 // fleetBusyLeast is the least share of a reading's interval that must not be
 // idle for the dominant rules to judge the interval.

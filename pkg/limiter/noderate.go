@@ -82,7 +82,7 @@ package limiter
 // On a host starved of CPU (the proxy's tasks wait for one a quarter of the
 // time or more), such a sidecar takes the fixed NodeLimit at once and holds
 // it, as it does for a node it cannot read: neither its latencies nor the
-// node's rate tell it more there (probe.go's starvedBelow). And all of its
+// node's rate tell it more there (starved.go). And all of its
 // rules judge the node's rate over the time its clients kept the node busy,
 // not over their pauses (idle.go).
 //
@@ -138,14 +138,6 @@ const (
 	// the sidecar's answers and the node's count are not taken at the same
 	// instant, and one interval's share wanders by more than the average's.
 	fleetRateOurs = 0.5
-	// fleetStarved is the least share of the time the proxy's tasks wait
-	// for a CPU (CPUPressure) at which its latencies are taken to carry
-	// that wait (starvedBelow). The seed experiment's host waited 50-78% of
-	// the time.
-	fleetStarved = 0.25
-	// fleetStarvedOff is how long after an OVERLOADED answer or a timeout
-	// the rules of a starved host stay off (starvedBelow).
-	fleetStarvedOff = time.Minute
 	// fleetPollShare: a sidecar whose share of the node's answers is s
 	// reads the count every NodePoll*max(1, fleetPollShare/s).
 	fleetPollShare = 0.1
@@ -509,17 +501,6 @@ func (f *fleet) cutting(now int64) bool {
 	return true
 }
 
-// keepsMet reports whether the demand met (nodeRate.met) still stops the
-// cuts: while the sidecar is dominant, or, when it was set on a starved
-// host, while its share stays over fleetRateOurs. A lone sidecar's share
-// wanders around fleetRateShare on such a host (0.74-0.90 over a seed run at
-// 1,024 in flight: its answers and the node's count are not read at the
-// same instant), and each reading under it dropped the floor, and the law
-// cut the limit to 180-600 within seconds.
-func (r *nodeRate) keepsMet() bool {
-	return r.met > 0 && (r.dominant() || r.starvedMet && r.share >= fleetRateOurs)
-}
-
 // dominant reports whether this sidecar carries nearly all of the node's
 // requests, on average and in the last interval: it then judges its own
 // cuts and raises by the node's rate (see the file's comment).
@@ -609,16 +590,6 @@ func (l *Limiter) NodeRead(id NodeID, rd NodeReading) {
 	}
 	l.setLimitLocked(n, n.fl.limit)
 	l.drainLocked(now, nil)
-}
-
-// CPUPressure gives the fleet law the share of the last seconds in which
-// the proxy's tasks waited for a CPU (package cpupressure): at
-// fleetStarved or more, the latencies it measures carry that wait (see
-// starvedBelow). Call it before NodeRead; a negative share means unknown.
-func (l *Limiter) CPUPressure(share float64) {
-	l.mu.Lock()
-	l.cpuPressure = share
-	l.mu.Unlock()
 }
 
 // NodeReadingDue reports whether node id's count of completed requests

@@ -216,41 +216,6 @@ func (f *fleet) raised(limit float64, cfg *Config) float64 {
 	return min(to, float64(cfg.MaxLimit))
 }
 
-// starvedBelow reports whether the proxy's host is starved of CPU (its tasks
-// waited for one fleetStarved of the time or more, CPUPressure) while the
-// limit is under NodeLimit, the fixed limit an operator sized for one
-// proxy. A lone sidecar's slow start then takes the limit to NodeLimit at
-// once (loneStart), a probe's raise needs no gain to be kept, only no loss
-// (judgeProbe), and the limit reached is where the sidecar's cuts stop while
-// it stays dominant and the host starved, until Cassandra answers OVERLOADED
-// or times out. After such an answer the rules stay off for
-// fleetStarvedOff: Cassandra said where its limit is, and going back to
-// NodeLimit at once would only meet it again. In make fleet, whose host is
-// starved too (8 proxy processes, their generators, the node and its
-// emulated capacity on two cores), a lone proxy did that in a cycle: at 2x
-// the emulated node's capacity its clients' p99 was 2x fixed's.
-//
-// On such a host neither signal of the law holds. The latencies it reads
-// carry the proxy's own wait for a CPU, and the node's, if it shares the
-// host, which is no queue in Cassandra; and a node or proxy with more
-// requests in hand serves each for less CPU, reading and answering more of
-// them per system call and per wake-up of its threads, which is worth most
-// where CPU is short. The seed experiment's host (two cores for the node,
-// the proxy and 50,000 goroutines of the client, which waited for a CPU
-// 50-78% of the time) ran its 1,000,000 requests in 1.2-1.6x the time
-// behind a fixed limit of 40 as behind one of 1,024, and the node spent
-// 1.27x the CPU per request; 128 took 1.1x, 512 and 4,096 as long as 1,024
-// within the runs' spread (docs/results.md). Yet its native
-// transport threads were 1-17 of 128 busy with nothing queued: the requests
-// in flight waited for a CPU, not for the node. A doubling there gains
-// 10-30%, under the noise of the node's rate between readings (0.15-0.4),
-// and probes judged on their gain held the limit between 20 and 500 for
-// most of a run, and a raise judged by a fall of the rate alone was taken
-// back by chance within seconds.
-func (f *fleet) starvedBelow(limit float64, cfg *Config) bool {
-	return f.nr.starved && limit < float64(cfg.NodeLimit) && f.nr.at >= f.nr.starvedOff
-}
-
 // loneStart is slow start for a sidecar alone in front of the node, at a
 // reading: it has no fleet to stay fair to, so it leaves the shared clock
 // (fleetDoubling Windows a doubling, from the floor) and raises its limit

@@ -71,7 +71,7 @@ func (p *Proxy) pollNodeLoad(ctx context.Context) {
 			continue
 		}
 		// Whether this proxy's tasks wait for a CPU: the fleet law then
-		// takes its latencies to carry that wait (limiter's fillsNode).
+		// takes its latencies to carry that wait (the limiter's starved.go).
 		if v, ok := psi.Read(); ok {
 			p.limiter.CPUPressure(v)
 		} else {
