@@ -284,6 +284,11 @@ func (f *fleet) update(now int64, limited bool, peak int32, cfg *Config) float64
 			break // a probe is open: the node's rate decides (reading)
 		}
 		if f.probing(now) {
+			if f.starvedBelow(limit, cfg) {
+				f.nr.probeFrom = 0 // no probe: the fixed limit at once
+				limit = f.fixedWhileStarved(cfg)
+				break
+			}
 			limit = f.raised(limit, cfg)
 			break
 		}

@@ -134,33 +134,6 @@ func (f *fleet) judgeProbe(now int64, cfg *Config) bool {
 		r.probeFrom = 0
 		return false
 	}
-	if !kept && r.pN < fleetProbeReadings && f.starvedBelow(r.probeFrom, cfg) {
-		// A fall in one reading may be the starved host's: a raise that
-		// needs no gain is taken back only on a fall that the sum of its
-		// readings shows.
-		return false
-	}
-	if kept && f.starvedBelow(r.probeFrom, cfg) {
-		// A raise on a starved host that cost no throughput: kept, and
-		// the climb goes on while the limit binds, up to NodeLimit.
-		r.met, r.starvedMet = f.limit, true
-		if r.bound == 0 {
-			r.met = max(float64(r.probePeak), r.probeFrom)
-		}
-		f.base = max(f.base, r.lastMin)
-		f.refLimit = 0
-		r.probeGap = 0
-		r.probed++
-		r.probeFrom = 0
-		if r.bound == 0 || !f.starvedBelow(f.limit, cfg) {
-			r.climbing = false
-			return false
-		}
-		r.climbing = true
-		r.openProbe(f.limit, rate, r.pDone, r.pN, now)
-		f.limit = f.raised(f.limit, cfg)
-		return true
-	}
 	// The raise that ends a climb is no failed probe; any later one is.
 	climbed := r.climbing
 	r.climbing = false
@@ -210,9 +183,6 @@ func (f *fleet) raised(limit float64, cfg *Config) float64 {
 	if d := f.nr.demand; d > to && d <= fleetProbeReach*limit {
 		to = fleetProbeMargin * d
 	}
-	if f.starvedBelow(limit, cfg) {
-		to = min(to, float64(cfg.NodeLimit)) // see starvedBelow
-	}
 	return min(to, float64(cfg.MaxLimit))
 }
 
@@ -233,11 +203,7 @@ func (f *fleet) raised(limit float64, cfg *Config) float64 {
 func (f *fleet) loneStart(prevRate float64, cfg *Config) bool {
 	r := &f.nr
 	if f.starvedBelow(f.limit, cfg) {
-		// On a starved host: the fixed limit at once (see starvedBelow).
-		f.limit = float64(min(cfg.NodeLimit, cfg.MaxLimit))
-		r.met, r.starvedMet = f.limit, true
-		f.slow = false
-		r.loneFrom = 0
+		f.limit = f.fixedWhileStarved(cfg)
 		return true
 	}
 	if from := r.loneFrom; from > 0 && prevRate > 0 {

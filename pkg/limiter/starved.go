@@ -19,11 +19,11 @@ const (
 // starvedBelow reports whether the proxy's host is starved of CPU (its tasks
 // waited for one fleetStarved of the time or more, CPUPressure) while the
 // limit is under NodeLimit, the fixed limit an operator sized for one
-// proxy. A lone sidecar's slow start then takes the limit to NodeLimit at
-// once (loneStart), a probe's raise needs no gain to be kept, only no loss
-// (judgeProbe), and the limit reached is where the sidecar's cuts stop while
-// it stays dominant and the host starved, until Cassandra answers OVERLOADED
-// or times out. After such an answer the rules stay off for
+// proxy. Where a dominant sidecar would raise its limit (slow start, or a
+// probe of a limit that binds), it then takes NodeLimit at once
+// (fixedWhileStarved), and its cuts stop there while it stays the node's
+// main client and the host starved, until Cassandra answers OVERLOADED or
+// times out. After such an answer the rules stay off for
 // fleetStarvedOff: Cassandra said where its limit is, and going back to
 // NodeLimit at once would only meet it again. In make fleet, whose host is
 // starved too (8 proxy processes, their generators, the node and its
@@ -70,4 +70,14 @@ func (l *Limiter) CPUPressure(share float64) {
 	l.mu.Lock()
 	l.cpuPressure = share
 	l.mu.Unlock()
+}
+
+// fixedWhileStarved is the limit of a dominant sidecar on a starved host
+// whose limit binds: NodeLimit, which its cuts then keep (starvedBelow).
+func (f *fleet) fixedWhileStarved(cfg *Config) float64 {
+	r := &f.nr
+	r.met, r.starvedMet = float64(min(cfg.NodeLimit, cfg.MaxLimit)), true
+	f.slow = false
+	r.loneFrom = 0
+	return r.met
 }

@@ -37,6 +37,12 @@ func TestFleetLawOnAStarvedHostHoldsTheFixedLimit(t *testing.T) {
 	if got := fs.limitSum(); got > 64 {
 		t.Errorf("limit %.1f 10 s after the OVERLOADED answers ended; want the law's, not the fixed %d again", got, DefaultNodeLimit)
 	}
+	// After the hold-off, the first probe of the binding limit takes the
+	// fixed limit again.
+	fs.s.run(80 * time.Second)
+	if got := fs.limitSum(); got < DefaultNodeLimit || got > 2*DefaultNodeLimit {
+		t.Errorf("limit %.1f after the minute's hold-off on a host still starved; want the fixed %d again", got, DefaultNodeLimit)
+	}
 
 	fs = newFleetSim(t, 1, 2000, 16, 5*time.Millisecond)
 	l = fs.ls[0]
