@@ -317,7 +317,7 @@ func (it *loadgenIT) testCompareThroughProxy(t *testing.T) {
 
 func (it *loadgenIT) testOverloaded(t *testing.T) {
 	p := proxytest.Start(t, []string{it.addr}, func(c *config.Config) {
-		c.NodeLimit = 1
+		c.LimitMode, c.NodeLimit = "fixed", 1
 		c.QueueLength = 0
 	})
 	stdout := it.loadgenOK(t, it.withSchema("run", "--hosts", p.Addr, "--workers", "16", "--duration", "1s",
@@ -347,7 +347,7 @@ func (it *loadgenIT) testTimeouts(t *testing.T) {
 	// than a 100 ms gocql timeout. (A tiny timeout straight against
 	// Cassandra fails the session setup instead.)
 	p := proxytest.Start(t, []string{it.addr}, func(c *config.Config) {
-		c.NodeLimit = 1
+		c.LimitMode, c.NodeLimit = "fixed", 1
 		c.QueueMaxWait = 30 * time.Second
 		c.QueueTarget = 30 * time.Second
 	})

@@ -32,6 +32,11 @@ const transportPool = "Native-Transport-Requests"
 // ErrNoConnection: the node has no open connection to ask on.
 var ErrNoConnection = errors.New("no open connection to the node")
 
+// ErrNoCounts: the node answered the reading without the counts it asks
+// for (a server that speaks CQL and is not Cassandra, or a version whose
+// table differs). Asking again will not change it.
+var ErrNoCounts = errors.New("the node's answer lacks the native transport's counts")
+
 // NodeLoad is one reading of a node's native transport thread pool.
 type NodeLoad struct {
 	Completed uint64 // requests completed since the node started
@@ -47,7 +52,8 @@ type NodeLoad struct {
 // Load asks node n, over a connection of the default pool, for its native
 // transport thread pool's counts, and keeps them for the metrics
 // (LastLoad). A node without the virtual table (before Cassandra 4.0)
-// answers with a *ServerError.
+// answers with a *ServerError; one whose answer lacks the counts gives
+// ErrNoCounts.
 func (cl *Cluster) Load(ctx context.Context, n *Node) (NodeLoad, error) {
 	rows, err := cl.queryNode(ctx, n, loadQuery, 5000)
 	if err != nil {
@@ -55,7 +61,7 @@ func (cl *Cluster) Load(ctx context.Context, n *Node) (NodeLoad, error) {
 	}
 	l, err := parseLoads(rows)
 	if err != nil {
-		return NodeLoad{}, fmt.Errorf("load of %s: %w", n.Addr, err)
+		return NodeLoad{}, fmt.Errorf("load of %s: %w: %w", n.Addr, ErrNoCounts, err)
 	}
 	l.At = time.Now()
 	n.load.Store(&l)

@@ -134,7 +134,7 @@ type Config struct {
 
 	LogLevel string `flag:"log-level" env:"CQLGATE_LOG_LEVEL" yaml:"log_level" default:"info" reload:"true" help:"minimum log level: debug, info, warn or error"`
 
-	LimitMode string `flag:"limit-mode" env:"CQLGATE_LIMIT_MODE" yaml:"limit_mode" default:"fixed" reload:"true" help:"requests in flight per Cassandra node: fixed (--node-limit), adaptive (follows the node's latency between --limit-min and --limit-max) or fleet (follows the node's standing queue and its own counts from --limit-floor up to --limit-max, meant for many sidecars in front of the same nodes; a node that cannot report its counts, before Cassandra 4.0 or to a role without SELECT on system_views, gets --node-limit; see docs/sizing.md)"`
+	LimitMode string `flag:"limit-mode" env:"CQLGATE_LIMIT_MODE" yaml:"limit_mode" default:"fleet" reload:"true" help:"requests in flight per Cassandra node: fixed (--node-limit), adaptive (follows the node's latency between --limit-min and --limit-max) or fleet (follows the node's standing queue and its own counts from --limit-floor up to --limit-max, meant for many sidecars in front of the same nodes; a node that cannot report its counts, before Cassandra 4.0 or to a role without SELECT on system_views, gets --node-limit; see docs/sizing.md)"`
 
 	NodeLimit int `flag:"node-limit" env:"CQLGATE_NODE_LIMIT" yaml:"node_limit" default:"1024" reload:"true" min:"1" max:"1048576" help:"requests in flight per node with --limit-mode fixed, and in fleet mode to a node that cannot report its counts"`
 
@@ -149,7 +149,7 @@ type Config struct {
 
 	GlobalLimit int `flag:"global-limit" env:"CQLGATE_GLOBAL_LIMIT" yaml:"global_limit" default:"0" reload:"true" min:"0" max:"1073741824" help:"requests in flight to the whole cluster; 0 means the sum of the node limits"`
 
-	QueueLength int `flag:"queue-length" env:"CQLGATE_QUEUE_LENGTH" yaml:"queue_length" default:"131072" reload:"true" min:"0" max:"16777216" help:"requests that may wait for a free slot when the limits are reached; beyond it clients get OVERLOADED at once (0 rejects without queueing). The default holds what two drivers' connection pools can have in flight (gocql: 2 connections x 32,768 streams per host)"`
+	QueueLength int `flag:"queue-length" env:"CQLGATE_QUEUE_LENGTH" yaml:"queue_length" default:"131072" reload:"true" min:"0" max:"16777216" help:"requests that may wait for a free slot when the limits are reached; beyond it clients get OVERLOADED at once (0 rejects without queueing, with --limit-mode fixed or adaptive). The default holds what two drivers' connection pools can have in flight (gocql: 2 connections x 32,768 streams per host)"`
 
 	QueueMaxWait time.Duration `flag:"queue-max-wait" env:"CQLGATE_QUEUE_MAX_WAIT" yaml:"queue_max_wait" default:"5s" reload:"true" above:"0s" help:"longest a request waits in the queue before the client gets OVERLOADED; keep it below the drivers' request timeout (gocql 11s) so they get an answer, not a timeout"`
 
@@ -344,6 +344,11 @@ func (c *Config) Validate() error {
 	}
 	if c.LimitMode != "adaptive" && c.LimitMode != "fleet" && c.LimitMode != "fixed" {
 		p.add("LimitMode", "must be adaptive, fleet or fixed, got %q", c.LimitMode)
+	}
+	// A fleet limit under 1 paces requests through the queue (one at a
+	// time, resting between them): without a queue it would refuse them.
+	if c.LimitMode == "fleet" && c.QueueLength == 0 {
+		p.add("QueueLength", "must be above 0 with --limit-mode fleet, whose limits below 1 pace requests through the queue; use --limit-mode fixed to reject without queueing")
 	}
 	// The most a node's connections carry at once.
 	if hi := 32768 * max(1, c.ConnectionsPerNode); c.LimitMax < 1 || c.LimitMax > hi {

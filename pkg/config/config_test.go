@@ -65,7 +65,7 @@ func TestDefault(t *testing.T) {
 		SlowStatementSampleRate:        1,
 		ProtocolVersionMax:             5,
 		MaxProcs:                       1,
-		LimitMode:                      "fixed",
+		LimitMode:                      "fleet",
 		NodeLimit:                      1024,
 		LimitMin:                       16,
 		LimitFloor:                     0.1,
@@ -306,6 +306,8 @@ func TestValidateMessages(t *testing.T) {
 		{"keyspace pool idle timeout", []string{"--keyspace-pool-idle-timeout=500ms"}, []string{
 			"--keyspace-pool-idle-timeout: must be 0 (keep keyspace pools open) or at least 1s, got 500ms"}},
 		{"limit tolerance", []string{"--limit-tolerance=1"}, []string{"--limit-tolerance: must be in (1, 10], got 1"}},
+		{"fleet without a queue", []string{"--queue-length=0"}, []string{
+			"--queue-length: must be above 0 with --limit-mode fleet, whose limits below 1 pace requests through the queue"}},
 		{"log level", []string{"--log-level=verbose"}, []string{`--log-level: must be debug, info, warn or error, got "verbose"`}},
 		{"log format", []string{"--log-format=text"}, []string{`--log-format: must be json or console, got "text"`}},
 		{"listen without port", []string{"--listen=127.0.0.1"}, []string{`--listen: invalid address "127.0.0.1": want HOST:PORT (missing port in address)`}},

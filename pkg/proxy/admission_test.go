@@ -32,7 +32,7 @@ func TestQueuedRequestsFailWithoutRecursion(t *testing.T) {
 		return fakenode.Action{}
 	})
 	p := proxytest.Start(t, []string{node.Addr()}, func(cfg *config.Config) {
-		cfg.NodeLimit = 1
+		cfg.LimitMode, cfg.NodeLimit = "fixed", 1
 		cfg.QueueLength = queued + 10
 		// Once the node is reported down, what is still queued waits for
 		// it this long, then gets OVERLOADED.

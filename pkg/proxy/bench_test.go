@@ -177,7 +177,7 @@ func BenchmarkForward(b *testing.B) {
 					// request waits in the limiter's queue and is sent by
 					// whoever frees a permit (request.Admitted).
 					p := proxytest.Start(b, []string{addr}, func(cfg *config.Config) {
-						cfg.NodeLimit = 16
+						cfg.LimitMode, cfg.NodeLimit = "fixed", 16
 					})
 					defer p.Stop()
 					addr = p.Addr
@@ -187,13 +187,13 @@ func BenchmarkForward(b *testing.B) {
 					// (limiter.fleet.raised). The node's answers come in
 					// smaller bursts, and each admits a queued request.
 					p := proxytest.Start(b, []string{addr}, func(cfg *config.Config) {
-						cfg.NodeLimit = 40
+						cfg.LimitMode, cfg.NodeLimit = "fixed", 40
 					})
 					defer p.Stop()
 					addr = p.Addr
 				case "shed":
 					p := proxytest.Start(b, []string{addr}, func(cfg *config.Config) {
-						cfg.NodeLimit = 1
+						cfg.LimitMode, cfg.NodeLimit = "fixed", 1
 						cfg.QueueLength = 0
 					})
 					defer p.Stop()

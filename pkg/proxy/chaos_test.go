@@ -129,6 +129,9 @@ func runChaosSeed(t *testing.T, seed uint64) {
 	// The limit mode comes from a generator of its own, so that every
 	// other draw of a seed stays what it was before modes were drawn.
 	mode := []string{"fixed", "fixed", "adaptive", "fleet"}[rand.New(rand.NewPCG(seed, 0x6c696d6974)).IntN(4)] // "limit"
+	if mode == "fleet" && queue == 0 {
+		queue = 2 // fleet mode paces through the queue, and needs one (config.Validate)
+	}
 	setup := fmt.Sprintf("%d nodes, timeout %s, %d hedges, %s limit %d, queue %d, %d conns/node",
 		nNodes, timeout, hedges, mode, nodeLimit, queue, conns)
 	p := proxytest.Start(t, cl.Addrs()[:1], func(cfg *config.Config) {

@@ -57,7 +57,9 @@ func (p *Proxy) pollNodeLoad(ctx context.Context) {
 	retry := map[limiter.NodeID]time.Time{}
 	lists := map[limiter.NodeID]nodeList{}
 	psi := cpupressure.NewReader(nil)
-	t := time.NewTimer(nodeLoadIdle)
+	// The first reading at once: until it, a fleet limit is at its floor,
+	// and a node that cannot report gets --node-limit only from it.
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
@@ -94,7 +96,7 @@ func (p *Proxy) pollNodeLoad(ctx context.Context) {
 					p.readFleet(ctx, n, id, load.Completed, lists, &rd)
 				}
 				p.limiter.NodeRead(id, rd)
-			case errors.As(err, &se) && cannotRead(se):
+			case errors.As(err, &se) && cannotRead(se), errors.Is(err, backend.ErrNoCounts):
 				p.limiter.NodeUnreadable(id)
 				if _, seen := retry[id]; !seen {
 					p.log.Warn("the node does not report its load, so its limit is the fixed --node-limit: fleet mode needs Cassandra 4.0 or later and, for the proxy's role unless it is a superuser, GRANT SELECT ON system_views.thread_pools and ON system_views.clients (SELECT ON ALL KEYSPACES does not cover them)",

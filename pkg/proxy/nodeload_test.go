@@ -17,7 +17,8 @@ import (
 // system_views.thread_pools. A node that answers the reading with
 // OVERLOADED is busy, and is read again at the next poll; one that refuses
 // it (no SELECT for the proxy's role) or lacks the table (before Cassandra
-// 4.0) is left alone for 10 minutes and gets the fixed --node-limit.
+// 4.0) or answers without the counts is left alone for 10 minutes and
+// gets the fixed --node-limit.
 // Before, any error answer left the node unread for 10 minutes, judged by
 // latency alone: an overloaded node lost the fleet limit when it needed it.
 func TestFleetReadingsOfABusyNodeGoOn(t *testing.T) {
@@ -31,6 +32,10 @@ func TestFleetReadingsOfABusyNodeGoOn(t *testing.T) {
 		{"unauthorized", &fakenode.Error{Code: frame.ErrCodeUnauthorized,
 			Message: "User app has no SELECT permission on <table system_views.thread_pools> or any of its parents"}, true},
 		{"no such table", fakenode.Invalid("table thread_pools does not exist"), true},
+		// A server that speaks CQL and answers the table without the
+		// counts: before, it was asked every poll, forever, and the node
+		// judged by latency alone.
+		{"no counts in the answer", nil, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			node := fakenode.Start(t, fakenode.Config{})
@@ -47,8 +52,7 @@ func TestFleetReadingsOfABusyNodeGoOn(t *testing.T) {
 				cfg.LimitNodePoll = 50 * time.Millisecond
 				cfg.NodeLimit = nodeLimit
 			})
-			// The first reading comes a second after the start, then one
-			// every 50 ms.
+			// The first reading comes at the start, then one every 50 ms.
 			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 				if c.unreadable && promtest.Value(t, p.Reg, "cqlgate_limiter_node_unreadable") == 1 || !c.unreadable && reads.Load() >= 5 {
 					break

@@ -36,7 +36,7 @@ func TestStatementStatistics(t *testing.T) {
 		return fakenode.Action{}
 	})
 	p := proxytest.Start(t, []string{node.Addr()}, func(cfg *config.Config) {
-		cfg.NodeLimit = 1
+		cfg.LimitMode, cfg.NodeLimit = "fixed", 1
 		cfg.QueueLength = 0 // the second request while one is in flight is rejected
 		cfg.SpeculativeMaxExecutions = 0
 	})

@@ -63,7 +63,7 @@ func limitedProxy(t *testing.T, mod func(*config.Config)) (*testProxy, *gocql.Se
 	t.Helper()
 	c := singleCluster.Get(t)
 	p := startProxy(t, c.Addrs, func(cfg *config.Config) {
-		cfg.NodeLimit = 1
+		cfg.LimitMode, cfg.NodeLimit = "fixed", 1
 		mod(cfg)
 	})
 	s := proxySession(t, p, nil)

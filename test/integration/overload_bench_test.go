@@ -112,7 +112,7 @@ func BenchmarkOverload(b *testing.B) {
 		where = fmt.Sprintf("in its own process (pid %d)", p.Pid())
 	} else {
 		p := startProxy(b, c.Addrs, func(cfg *config.Config) {
-			cfg.NodeLimit = nodeLimit
+			cfg.LimitMode, cfg.NodeLimit = "fixed", nodeLimit
 			cfg.QueueMaxWait = 100 * time.Millisecond
 			cfg.QueueTarget = target
 			cfg.AddressMap = addrMap
@@ -247,7 +247,7 @@ func BenchmarkOverload(b *testing.B) {
 // queue depth. The generator's own memory is allocated before the baseline.
 func queuedRequestMemory(b *testing.B, addrs []string) (live, sys float64, depth int) {
 	p := startProxy(b, addrs, func(cfg *config.Config) {
-		cfg.NodeLimit = 1
+		cfg.LimitMode, cfg.NodeLimit = "fixed", 1
 		cfg.QueueMaxWait = 30 * time.Second
 	})
 	const conns, perConn = 4, 10_000

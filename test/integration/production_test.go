@@ -113,7 +113,7 @@ func TestQueueTimeCountsTowardTheDeadline(t *testing.T) {
 	c := singleCluster.Get(t)
 	slow := faultinject.New(t, "127.0.0.1:0", c.Addrs[0])
 	p := startProxy(t, []string{slow.Addr}, func(cc *config.Config) {
-		cc.NodeLimit = 1
+		cc.LimitMode, cc.NodeLimit = "fixed", 1
 		cc.RequestTimeout = time.Second
 		cc.HeartbeatInterval = 0
 	})
