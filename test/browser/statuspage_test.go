@@ -13,6 +13,7 @@ import (
 
 	"github.com/cqlgate/cqlgate/internal/proxytest"
 	"github.com/cqlgate/cqlgate/pkg/admin"
+	"github.com/cqlgate/cqlgate/pkg/config"
 	"github.com/cqlgate/cqlgate/pkg/statuspage"
 )
 
@@ -60,7 +61,11 @@ func startAdmin(t *testing.T, p *proxytest.Proxy) string {
 func TestStatusPageInBrowser(t *testing.T) {
 	b := newBrowser(t, 1280, 1000)
 	cluster := single.Get(t)
-	p := proxytest.Start(t, cluster.Addrs, nil)
+	// A fixed limit: the page's limiter figures are checked at zero on an
+	// idle proxy, and fleet mode (the default) queues a fresh proxy's
+	// first requests while its limit grows from --limit-floor (68 of the
+	// driver's first requests waited).
+	p := proxytest.Start(t, cluster.Addrs, func(c *config.Config) { c.LimitMode = "fixed" })
 	url := startAdmin(t, p)
 
 	cc := gocql.NewCluster(p.Addr)
