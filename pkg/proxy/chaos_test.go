@@ -148,6 +148,12 @@ func runChaosSeed(t *testing.T, seed uint64) {
 		cfg.LimitMin = 1
 		cfg.LimitMax = nodeLimit
 		cfg.QueueLength = queue
+		if mode == "fleet" {
+			// The fake nodes report no counts, and a node that cannot
+			// report gets the fixed nodeLimit: without readings the fleet
+			// law runs on latencies alone, from its floor and paced.
+			cfg.LimitNodePoll = 0
+		}
 		cfg.ConnectionsPerNode = conns
 		// Dropped connections come back within the seed.
 		cfg.ReconnectBaseDelay = 10 * time.Millisecond
