@@ -254,6 +254,14 @@ func (f *fleet) joined() bool {
 // the fleet's size changes it: every NodePoll in slow start, every
 // K*fleetSizeRunSpacing while the windows stand over the target.
 func (f *fleet) sizePoll(d time.Duration, cfg *Config) time.Duration {
+	if f.slow && f.size.k == 1 {
+		// The node lists this proxy alone: a share estimated against the
+		// node's rate at the last reading (other clients', while this
+		// proxy sat idle) can put the reading that would show it alone
+		// seconds away, with the limit at the floor meanwhile
+		// (TestFleetLawLoneProxyReadsItsNodeWhenItsClientsCome).
+		return min(d, cfg.NodePoll)
+	}
 	if !f.sizeKnown() {
 		return d
 	}

@@ -80,3 +80,61 @@ func TestFleetSizeShare(t *testing.T) {
 		t.Errorf("x %.2f for a dominant sidecar; want 1", x)
 	}
 }
+
+// A proxy the node lists alone sat idle while other clients kept the node
+// busy (make demo's direct rounds: 20,000 requests/s), then 64 closed-loop
+// clients came. Its share, estimated against the node's rate at its last
+// reading, looked like 0.5% and put its next reading seconds away, so its
+// limit grew by slow start's clock alone: make demo's proxy served 85 and
+// then 716 requests/s behind 64 workers, at a p99 of a second, for its
+// first two seconds. In slow start it reads the node every NodePoll, learns
+// at the next reading that it is alone, and leaves the floor fourfold a
+// reading.
+func TestFleetLawLoneProxyReadsItsNodeWhenItsClientsCome(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a single-goroutine simulation: runs without -race")
+	}
+	clk := newFakeClock()
+	s := newSim(clk, 1)
+	b := &backend{s: s, capacity: 32, service: time.Millisecond}
+	l, err := New(Config{Adaptive: true, Law: LawFleet, MaxWait: time.Minute, DebugPermits: true}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	if err := l.SetNodes([]NodeID{0}); err != nil {
+		t.Fatal(err)
+	}
+	const start = 2 * time.Second
+	s.every(time.Millisecond, func() {
+		if s.now < start {
+			b.completed += 20 // the other clients'
+		}
+	})
+	s.every(DefaultTickInterval, l.Sweep)
+	s.every(l.NodePoll(), func() {
+		if l.NodeReadingDue(0) {
+			rd := NodeReading{Completed: b.completed}
+			if l.NodeSizeDue(0) {
+				rd.Sidecars, rd.FleetShare = 1, 0.01
+			}
+			l.NodeRead(0, rd)
+		}
+	})
+	var cs []*simClient
+	for j := range 64 {
+		c := &simClient{l: l, s: s, nodes: []*backend{b}, flow: uint64(j % 8)}
+		cs = append(cs, c)
+		s.after(start+time.Duration(j)*time.Microsecond, c.acquire)
+	}
+	s.run(start + 3*time.Second)
+	served := 0
+	for _, c := range cs {
+		served += c.done
+	}
+	// The node serves 32,000 requests/s: 96,000 in the 3 s.
+	if frac := float64(served) / 96000; frac < 0.6 {
+		t.Errorf("served %d requests in the clients' first 3 s (%.2f of the node's capacity), limit %.1f; want 0.6 and more (0.33 before)",
+			served, frac, l.Stats().LimitExact)
+	}
+}
