@@ -352,7 +352,12 @@ func (f *fleet) reading(now int64, rd NodeReading, limited bool, peak int32, cfg
 	} else {
 		r.heldN = 0
 	}
-	if f.slow && limited && r.probeFrom == 0 && r.dominant() {
+	// A proxy the node lists alone starts alone as soon as most of an
+	// interval's answers are its own: the smoothed share of a dominant
+	// one took a second to rise from the driver's session setup among
+	// other clients' requests, the limit at the floor meanwhile.
+	alone := f.size.k == 1 && r.ours
+	if f.slow && limited && r.probeFrom == 0 && (r.dominant() || alone) {
 		return f.loneStart(prevRate, cfg)
 	}
 	r.loneFrom = 0
