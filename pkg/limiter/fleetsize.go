@@ -254,19 +254,17 @@ func (f *fleet) joined() bool {
 // the fleet's size changes it: every NodePoll in slow start, every
 // K*fleetSizeRunSpacing while the windows stand over the target.
 func (f *fleet) sizePoll(d time.Duration, cfg *Config) time.Duration {
-	if f.slow && f.size.k == 1 {
-		// The node lists this proxy alone: a share estimated against the
-		// node's rate at the last reading (other clients', while this
-		// proxy sat idle) can put the reading that would show it alone
-		// seconds away, with the limit at the floor meanwhile
+	if f.slow && f.size.k >= 1 {
+		// Once the list was read, whatever the fleet's size: a proxy the
+		// node lists alone, its share estimated against the node's rate
+		// at the last reading (other clients', while it sat idle), put the
+		// reading that would show it alone seconds away, with the limit
+		// at the floor meanwhile
 		// (TestFleetLawLoneProxyReadsItsNodeWhenItsClientsCome).
 		return min(d, cfg.NodePoll)
 	}
 	if !f.sizeKnown() {
 		return d
-	}
-	if f.slow {
-		return min(d, cfg.NodePoll)
 	}
 	if !f.calm && !f.wasCalm && f.refLimit != 0 {
 		return min(d, max(time.Duration(f.size.k)*fleetSizeRunSpacing, cfg.NodePoll))
